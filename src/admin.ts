@@ -1,0 +1,33 @@
+/**
+ * The admin listener (CONTRACT.md §6), apart from the MCP listener so that metrics and probes
+ * are never exposed where clients connect.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import type { Logger } from './logger.js';
+
+export interface AdminDeps {
+  logger: Logger;
+  registry: Registry;
+  /** Why the gateway is not ready; empty when it is. */
+  ready: () => Promise<string[]>;
+}
+
+export function buildAdmin(deps: AdminDeps): FastifyInstance {
+  const admin = Fastify({ loggerInstance: deps.logger.child({ listener: 'admin' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
+
+  admin.get('/metrics', async (_request, reply) => {
+    const body = await deps.registry.metrics();
+    return reply.header('content-type', deps.registry.contentType).send(body);
+  });
+
+  admin.get('/healthz', async () => ({ status: 'ok' }));
+
+  admin.get('/readyz', async (_request, reply) => {
+    const reasons = await deps.ready();
+    if (reasons.length > 0) return reply.code(503).send({ ready: false, reasons });
+    return { ready: true };
+  });
+
+  return admin;
+}

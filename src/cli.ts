@@ -1,0 +1,112 @@
+#!/usr/bin/env node
+/**
+ * Command line (CONTRACT.md §1):
+ *   mcp-resume-gateway [--config FILE]               run the gateway
+ *   mcp-resume-gateway check-config [--config FILE]  validate, exit 0 or 1 with one line per problem
+ * The file defaults to $MCP_GATEWAY_CONFIG, else config/gateway.yaml.
+ */
+import { parseArgs } from 'node:util';
+import { Registry } from 'prom-client';
+import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
+import type { Config } from './config/schema.js';
+import { createLogger, redactUrl } from './logger.js';
+import { buildServer } from './server.js';
+import { createStore } from './store/index.js';
+
+const USAGE = `usage: mcp-resume-gateway [check-config] [--config FILE]
+  --config FILE   configuration file (default: $MCP_GATEWAY_CONFIG, else config/gateway.yaml)`;
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  const [command, ...extra] = parsed.positionals;
+  if (parsed.values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if ((command !== undefined && command !== 'check-config') || extra.length > 0) {
+    process.stderr.write(`unknown command: ${parsed.positionals.join(' ')}\n${USAGE}\n`);
+    return 2;
+  }
+  const file = configFileFrom(parsed.values.config, process.env);
+  let config: Config;
+  try {
+    config = loadConfig(file);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    for (const problem of err.problems) process.stderr.write(`${problem}\n`);
+    return 1;
+  }
+  if (command === 'check-config') {
+    process.stdout.write(`${file}: ok (${config.replicas.length} replicas, store ${config.store.type})\n`);
+    return 0;
+  }
+  return run(config, file);
+}
+
+async function run(config: Config, file: string): Promise<number> {
+  const logger = createLogger(config.log.level);
+  const store = createStore(config.store, logger);
+  const gateway = buildServer(config, { store, registry: new Registry(), logger });
+  logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
+
+  process.on('SIGHUP', () => {
+    try {
+      const next = loadConfig(file);
+      gateway.reconfigure(next);
+      logger.info({ file, replicas: next.replicas.map((r) => r.id) }, 'configuration reloaded');
+    } catch (err) {
+      // A bad file never replaces a running configuration (R4).
+      const problems = err instanceof ConfigError ? err.problems : [String(err)];
+      logger.error({ file, problems }, 'configuration reload refused; the running configuration stays');
+    }
+  });
+
+  const stopped = new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        logger.warn({ signal }, 'second signal: exiting at once');
+        resolve(1);
+        return;
+      }
+      stopping = true;
+      logger.info({ signal }, 'stopping');
+      gateway.close().then(
+        () => resolve(0),
+        (err: unknown) => {
+          logger.error({ err }, 'error while stopping');
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+
+  try {
+    await gateway.listen();
+  } catch (err) {
+    logger.fatal({ err }, 'cannot listen');
+    await gateway.close().catch(() => undefined);
+    return 1;
+  }
+  return stopped;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+    // Listeners and timers are closed by now; exit does not wait for stray keep-alive sockets.
+    setImmediate(() => process.exit(code)).unref();
+  },
+  (err: unknown) => {
+    process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,241 @@
+/**
+ * Reads the YAML configuration: `${VAR}` / `${VAR:-default}` interpolation, validation against
+ * the schema with defaults filled in, and one problem per line naming the key path and the line
+ * in the file. The result is frozen: nothing changes the configuration after it is loaded.
+ */
+import { readFileSync } from 'node:fs';
+import { Ajv, type ErrorObject } from 'ajv';
+import { isMap, isScalar, isSeq, LineCounter, parse as parseYaml, parseDocument, visit, type Document, type Node } from 'yaml';
+import { GatewayError } from '../errors.js';
+import { ConfigSchema, type Config } from './schema.js';
+
+export const DEFAULT_CONFIG_FILE = 'config/gateway.yaml';
+
+export class ConfigError extends GatewayError {
+  constructor(
+    readonly file: string,
+    readonly problems: readonly string[],
+    code: 'GW_CONFIG_INVALID' | 'GW_CONFIG_UNREADABLE' = 'GW_CONFIG_INVALID',
+  ) {
+    super(code, `${file}: ${problems.length} problem(s):\n${problems.join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Path = readonly (string | number)[];
+
+const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true });
+const validate = ajv.compile<Config>(ConfigSchema);
+
+/** Which file to read: `--config FILE`, else `MCP_GATEWAY_CONFIG`, else the default. */
+export function configFileFrom(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  return flag ?? env['MCP_GATEWAY_CONFIG'] ?? DEFAULT_CONFIG_FILE;
+}
+
+export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : String(err);
+    throw new ConfigError(file, [`${file}: cannot read: ${reason}`], 'GW_CONFIG_UNREADABLE');
+  }
+  return parseConfig(text, file, env);
+}
+
+export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv = process.env): Config {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const at = (offset: number | undefined) => (offset === undefined ? '' : `:${lines.linePos(offset).line}`);
+
+  const syntax = [...doc.errors, ...doc.warnings].map((e) => `${file}${at(e.pos[0])}: ${e.message.split('\n')[0]}`);
+  if (doc.errors.length > 0) throw new ConfigError(file, syntax, 'GW_CONFIG_UNREADABLE');
+
+  const problems: string[] = [];
+  const unset = interpolate(doc, env, (node, message) => problems.push(`${file}${at(node.range?.[0])}: ${message}`));
+
+  const value = doc.toJS() ?? {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new ConfigError(file, [`${file}:1: (root): expected a mapping of configuration keys`]);
+  }
+  removeUnset(value);
+
+  if (!validate(value)) {
+    for (const error of validate.errors ?? []) {
+      const { path, message } = describeError(error);
+      const node = nodeAt(doc, path);
+      const note = unset.get(pathKey(path));
+      problems.push(`${file}${at(node?.range?.[0])}: ${formatPath(path)}: ${message}${note ? ` (${note} is not set)` : ''}`);
+    }
+  } else {
+    for (const { path, message } of semanticProblems(value)) {
+      problems.push(`${file}${at(nodeAt(doc, path)?.range?.[0])}: ${formatPath(path)}: ${message}`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(file, problems);
+  return deepFreeze(value as Config);
+}
+
+const UNSET = Symbol('unset');
+const VARIABLE = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+const WHOLE_VARIABLE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$/;
+
+/**
+ * Replaces `${VAR}` in string scalars. A plain scalar that is one variable alone takes the type its
+ * value has in YAML (`port: ${PORT}` is a number); an unset or empty one makes the key absent, so
+ * that optional keys such as `cursor.secret: ${MCP_GATEWAY_CURSOR_SECRET}` simply stay unset.
+ * `$${` stands for a literal `${`. Returns the key paths left unset, to explain "is required".
+ */
+function interpolate(doc: Document, env: NodeJS.ProcessEnv, problem: (node: Node, message: string) => void) {
+  const unset = new Map<string, string>();
+  visit(doc, {
+    Scalar(_key, node, ancestors) {
+      if (typeof node.value !== 'string' || !node.value.includes('${')) return;
+      const whole = WHOLE_VARIABLE.exec(node.value);
+      if (whole) {
+        const [, name, fallback] = whole as unknown as [string, string, string | undefined];
+        const raw = env[name] || fallback;
+        if (raw === undefined || raw === '') {
+          node.value = UNSET;
+          unset.set(pathKey(pathOf(ancestors, node)), `\${${name}}`);
+        } else {
+          node.value = node.type === 'PLAIN' ? scalarFromYaml(raw) : raw;
+        }
+        return;
+      }
+      node.value = node.value.replace(VARIABLE, (match, name: string | undefined, fallback: string | undefined) => {
+        if (name === undefined) return '${';
+        const raw = env[name] || fallback;
+        if (raw === undefined) {
+          problem(node, `\${${name}} is not set and has no default (write \${${name}:-default})`);
+          return match;
+        }
+        return raw;
+      });
+    },
+  });
+  return unset;
+}
+
+function scalarFromYaml(raw: string): unknown {
+  try {
+    const parsed: unknown = parseYaml(raw);
+    return parsed !== null && typeof parsed === 'object' ? raw : parsed;
+  } catch {
+    return raw;
+  }
+}
+
+function removeUnset(value: Record<string, unknown> | unknown[]): void {
+  for (const [key, child] of Object.entries(value)) {
+    if (child === UNSET) {
+      if (Array.isArray(value)) value[Number(key)] = undefined;
+      else delete value[key];
+    } else if (child !== null && typeof child === 'object') {
+      removeUnset(child as Record<string, unknown>);
+    }
+  }
+}
+
+/** The key path of a node from the ancestors that `visit` reports. */
+function pathOf(ancestors: readonly unknown[], node: unknown): Path {
+  const path: (string | number)[] = [];
+  const chain = [...ancestors, node];
+  for (let i = 0; i < chain.length - 1; i++) {
+    const parent = chain[i];
+    const child = chain[i + 1];
+    if (isSeq(parent)) path.push(parent.items.indexOf(child as never));
+    else if (isMap(parent)) {
+      const pair = child as { key?: unknown };
+      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+    }
+  }
+  return path;
+}
+
+function describeError(error: ErrorObject): { path: Path; message: string } {
+  const path: (string | number)[] = error.instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'required':
+      return { path: [...path, String(params['missingProperty'])], message: 'is required' };
+    case 'additionalProperties':
+      return { path: [...path, String(params['additionalProperty'])], message: 'is not a known key' };
+    case 'enum':
+      return { path, message: `expected one of ${(params['allowedValues'] as unknown[]).join(', ')}` };
+    case 'type':
+      return { path, message: `expected ${String(params['type'])}` };
+    case 'pattern':
+      return { path, message: `expected a string matching ${String(params['pattern'])}` };
+    default:
+      return { path, message: `expected a value that ${error.message ?? 'validates'}` };
+  }
+}
+
+/** What the schema cannot say: ids and URLs unique, the two listeners apart. */
+function semanticProblems(config: Config): { path: Path; message: string }[] {
+  const problems: { path: Path; message: string }[] = [];
+  const seen = new Map<string, number>();
+  config.replicas.forEach((replica, i) => {
+    for (const key of ['id', 'url'] as const) {
+      const first = seen.get(`${key}:${replica[key]}`);
+      if (first !== undefined) {
+        problems.push({ path: ['replicas', i, key], message: `duplicates replicas[${first}].${key}` });
+      } else seen.set(`${key}:${replica[key]}`, i);
+    }
+    try {
+      new URL(replica.url);
+    } catch {
+      problems.push({ path: ['replicas', i, 'url'], message: 'expected an absolute http(s) URL' });
+    }
+  });
+  if (config.listen.port !== 0 && config.listen.port === config.admin.port && config.listen.host === config.admin.host) {
+    problems.push({ path: ['admin', 'port'], message: 'must differ from listen.port (metrics never share the MCP listener)' });
+  }
+  if (config.store.type === 'redis') {
+    try {
+      new URL(config.store.url);
+    } catch {
+      problems.push({ path: ['store', 'url'], message: 'expected a redis:// or rediss:// URL' });
+    }
+  }
+  return problems;
+}
+
+/** The node for a key path, or the nearest ancestor that exists (for a missing key). */
+function nodeAt(doc: Document, path: Path): Node | undefined {
+  for (let n = path.length; n >= 0; n--) {
+    const prefix = path.slice(0, n);
+    if (n > 0) {
+      const parent = prefix.length > 1 ? doc.getIn(prefix.slice(0, -1), true) : doc.contents;
+      if (isMap(parent)) {
+        const pair = parent.items.find((p) => isScalar(p.key) && String(p.key.value) === String(prefix[n - 1]));
+        if (pair && isScalar(pair.key)) return pair.key;
+      }
+    }
+    const node = n === 0 ? doc.contents : doc.getIn(prefix, true);
+    if (node && typeof node === 'object' && 'range' in node) return node as Node;
+  }
+  return undefined;
+}
+
+function formatPath(path: Path): string {
+  if (path.length === 0) return '(root)';
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
+function pathKey(path: Path): string {
+  return JSON.stringify(path);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}

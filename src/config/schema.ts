@@ -1,0 +1,199 @@
+/**
+ * The configuration schema: one JSON schema (TypeBox) that validates the YAML file, fills in
+ * defaults, gives the typed `Config`, and generates the README's configuration reference.
+ * The keys of CONTRACT.md §2 are fixed; the rest are the gateway's own.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+/** A string enum as JSON schema `enum`, so that a wrong value gets one clear error. */
+const StringEnum = <const T extends string>(values: readonly T[], options: { default: NoInfer<T>; description: string }) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+const Millis = (description: string, def: number, minimum = 1) =>
+  Type.Integer({ minimum, default: def, description });
+
+const Listener = (port: number, what: string) =>
+  Type.Object(
+    {
+      host: Type.String({ minLength: 1, default: '127.0.0.1', description: `address the ${what} binds to` }),
+      port: Type.Integer({ minimum: 0, maximum: 65535, default: port, description: `TCP port of the ${what} (0: any free port)` }),
+    },
+    { additionalProperties: false, default: {} },
+  );
+
+const Replica = Type.Object(
+  {
+    id: Type.String({
+      pattern: '^[A-Za-z0-9._-]{1,64}$',
+      description: 'stable name of the replica; sessions are recorded against it',
+    }),
+    url: Type.String({ pattern: '^https?://', description: "the replica's own MCP endpoint" }),
+  },
+  { additionalProperties: false },
+);
+
+export const ConfigSchema = Type.Object(
+  {
+    listen: Listener(8080, 'MCP endpoint'),
+    admin: Listener(9464, 'admin listener (/metrics, /healthz, /readyz)'),
+    path: Type.String({ pattern: '^/', default: '/mcp', description: 'public path of the MCP endpoint' }),
+    store: Type.Object(
+      {
+        type: StringEnum(['memory', 'redis'], {
+          default: 'memory',
+          description: 'memory: one gateway process; redis: any number of gateways sharing it',
+        }),
+        url: Type.String({
+          pattern: '^rediss?://',
+          default: 'redis://127.0.0.1:6379',
+          description: 'Redis URL (type redis); a password in it is never logged',
+        }),
+        keyPrefix: Type.String({
+          pattern: '^[A-Za-z0-9:._-]{1,64}$',
+          default: 'mcpgw',
+          description: 'prefix of every Redis key, so that several fleets can share one Redis',
+        }),
+        connectTimeoutMs: Millis('how long a connection attempt to Redis may take', 1000),
+        commandTimeoutMs: Millis(
+          'how long one store operation may take before the request that needs it gets 503',
+          500,
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    replicas: Type.Array(Replica, { minItems: 1, description: 'the MCP replicas behind the gateway' }),
+    balancer: StringEnum(['round-robin', 'least-sessions'], {
+      default: 'round-robin',
+      description:
+        'how a new session picks among healthy replicas; least-sessions counts the sessions this gateway instance bound',
+    }),
+    health: Type.Object(
+      {
+        intervalMs: Millis('time between two active probes of a replica', 2000),
+        timeoutMs: Millis('how long a probe may take before it counts as failed', 1000),
+        unhealthyThreshold: Type.Integer({
+          minimum: 1,
+          default: 3,
+          description: 'consecutive failed probes after which a replica is down and its sessions are lost',
+        }),
+        healthyThreshold: Type.Integer({
+          minimum: 1,
+          default: 1,
+          description: 'consecutive good probes after which a down replica takes new sessions again',
+        }),
+        path: Type.Optional(
+          Type.String({
+            pattern: '^/',
+            description:
+              "path probed with a GET on the replica's origin; unset: the MCP endpoint itself, where any HTTP answer means alive",
+          }),
+        ),
+        expectStatus: Type.Array(Type.Integer({ minimum: 100, maximum: 599 }), {
+          default: [],
+          description: 'statuses that count as healthy; empty: any HTTP answer',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    sessions: Type.Object(
+      {
+        idleTtlMs: Millis('a session without any request or open stream for this long is forgotten', 1_800_000),
+        tombstoneTtlMs: Millis(
+          'how long an ended session (DELETE, or lost with its owner) is remembered, to tell late requests why',
+          3_600_000,
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    upstream: Type.Object(
+      {
+        connectTimeoutMs: Millis('how long connecting to a replica may take', 2000),
+        headersTimeoutMs: Millis(
+          "how long a replica may take to send response headers (a JSON-answered tools/call sends them at the end)",
+          300_000,
+        ),
+        connections: Type.Integer({
+          minimum: 1,
+          default: 1024,
+          description: 'connections per replica at the most (each open SSE stream holds one)',
+        }),
+        retryAfterSeconds: Type.Integer({
+          minimum: 0,
+          default: 1,
+          description: 'Retry-After sent with every 503 (store unavailable, replica suspected, no replica up)',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    resumption: Type.Object(
+      {
+        mode: StringEnum(['signal', 'reject'], {
+          default: 'signal',
+          description: 'signal: answer a stream that cannot continue as a new stream with a notification; reject: 410',
+        }),
+        replayTimeoutMs: Millis('how long the owner may take to replay the events after a cursor', 5000),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    cursor: Type.Object(
+      {
+        secret: Type.Optional(
+          Type.String({
+            minLength: 32,
+            description:
+              'key of the cursor MAC (at least 32 characters); unset: the gateways sharing the store agree on a random one',
+          }),
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    security: Type.Object(
+      {
+        allowedOrigins: Type.Optional(
+          Type.Array(Type.String({ minLength: 1 }), {
+            description: 'when set, a request whose Origin is not listed gets 403; unset: Origin is not checked',
+          }),
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    limits: Type.Object(
+      {
+        bodyBytes: Type.Integer({
+          minimum: 1024,
+          default: 4 * 1024 * 1024,
+          description: 'largest request body accepted (413 above it)',
+        }),
+        headerBytes: Type.Integer({
+          minimum: 1024,
+          default: 16 * 1024,
+          description: 'largest request header block accepted (431 above it)',
+        }),
+        sseEventBytes: Type.Integer({
+          minimum: 1024,
+          default: 1024 * 1024,
+          description: 'largest SSE event a replica may send; a larger one ends the stream cleanly',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    shutdown: Type.Object(
+      {
+        graceMs: Millis('on SIGTERM, how long in-flight requests may take to finish', 10_000, 0),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    log: Type.Object(
+      {
+        level: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+          default: 'info',
+          description: 'pino log level',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type Config = Static<typeof ConfigSchema>;
+export type ReplicaConfig = Config['replicas'][number];

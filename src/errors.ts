@@ -1,0 +1,46 @@
+/**
+ * Every error the gateway raises on purpose, with a stable code. Code branches on `code`, never on
+ * message text. The README lists the same codes (test/errors.test.ts keeps them in step).
+ */
+
+export const ERROR_CODES = {
+  GW_CONFIG_INVALID: 'the configuration file does not validate',
+  GW_CONFIG_UNREADABLE: 'the configuration file cannot be read or parsed',
+  GW_STORE_UNAVAILABLE: 'the store did not answer in time or failed',
+  GW_NO_REPLICA: 'no healthy replica could take a new session',
+  GW_UPSTREAM_UNREACHABLE: 'the replica could not be reached before the request was sent',
+  GW_UPSTREAM_FAILED: 'the replica failed after the request was sent',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export class GatewayError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options);
+    this.name = 'GatewayError';
+  }
+}
+
+/** Every failure of a store operation (unreachable, timed out, script error) surfaces as this. */
+export class StoreError extends GatewayError {
+  constructor(
+    readonly op: string,
+    options: { cause?: unknown } = {},
+  ) {
+    super('GW_STORE_UNAVAILABLE', `store operation ${op} failed: ${describe(options.cause)}`, options);
+    this.name = 'StoreError';
+  }
+}
+
+export function isStoreError(err: unknown): err is StoreError {
+  return err instanceof GatewayError && err.code === 'GW_STORE_UNAVAILABLE';
+}
+
+export function describe(cause: unknown): string {
+  if (cause instanceof Error) return cause.message;
+  return String(cause);
+}

@@ -1,0 +1,73 @@
+/**
+ * Which headers cross the gateway. End-to-end headers pass, MCP's among them (CONTRACT.md R5);
+ * hop-by-hop headers (RFC 9110 §7.6.1) and those named in `Connection` stay on their own hop.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  // Recomputed for the body actually sent on each hop.
+  'content-length',
+  'host',
+]);
+
+export const SESSION_HEADER = 'mcp-session-id';
+export const LAST_EVENT_ID = 'last-event-id';
+
+type AnyHeaders = IncomingHttpHeaders | Record<string, string | string[] | undefined>;
+
+function namedInConnection(headers: AnyHeaders): Set<string> {
+  const value = headers['connection'];
+  const list = Array.isArray(value) ? value.join(',') : (value ?? '');
+  return new Set(
+    list
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
+}
+
+/** End-to-end headers of `headers`, minus those in `drop` (lower-case names). */
+export function endToEnd(headers: AnyHeaders, drop: readonly string[] = []): Record<string, string | string[]> {
+  const connection = namedInConnection(headers);
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || connection.has(lower) || drop.includes(lower)) continue;
+    out[lower] = value;
+  }
+  return out;
+}
+
+/** Headers for the request to a replica, with the usual forwarding headers added. */
+export function requestHeadersForReplica(
+  incoming: IncomingHttpHeaders,
+  client: { ip: string; protocol: string; host: string | undefined },
+  drop: readonly string[] = [],
+): Record<string, string | string[]> {
+  const out = endToEnd(incoming, drop);
+  const forwardedFor = incoming['x-forwarded-for'];
+  out['x-forwarded-for'] = forwardedFor ? `${String(forwardedFor)}, ${client.ip}` : client.ip;
+  out['x-forwarded-proto'] = client.protocol;
+  if (client.host) out['x-forwarded-host'] = client.host;
+  return out;
+}
+
+/** Headers for the response to the client. */
+export function responseHeadersForClient(upstream: AnyHeaders, drop: readonly string[] = []): OutgoingHttpHeaders {
+  return endToEnd(upstream, drop);
+}
+
+export function headerValue(headers: AnyHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}

@@ -1,0 +1,68 @@
+/**
+ * The metrics of CONTRACT.md §6, registered on an injected registry (no global registry: two
+ * gateways in one process, as in the tests, keep their figures apart).
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Label value for answers the gateway gives itself, without forwarding to any replica. */
+export const NO_REPLICA = 'none';
+
+export function createMetrics(registry: Registry) {
+  const registers = [registry];
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    requests: new Counter({
+      name: 'mcp_gateway_requests_total',
+      help: 'Requests answered on the MCP endpoint, by method, status and the replica that answered (none: the gateway itself).',
+      labelNames: ['method', 'status', 'replica'] as const,
+      registers,
+    }),
+    upstreamDuration: new Histogram({
+      name: 'mcp_gateway_upstream_duration_seconds',
+      help: 'Time from sending a request to a replica to receiving its response headers.',
+      labelNames: ['replica'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    sseStreamsOpen: new Gauge({
+      name: 'mcp_gateway_sse_streams_open',
+      help: 'SSE streams open through the gateway, by owning replica.',
+      labelNames: ['replica'] as const,
+      registers,
+    }),
+    sseEvents: new Counter({
+      name: 'mcp_gateway_sse_events_total',
+      help: 'SSE events forwarded to clients, by owning replica.',
+      labelNames: ['replica'] as const,
+      registers,
+    }),
+    replicaUp: new Gauge({
+      name: 'mcp_gateway_replica_up',
+      help: '1 when the replica takes new sessions, 0 when it is down.',
+      labelNames: ['replica'] as const,
+      registers,
+    }),
+    storeDuration: new Histogram({
+      name: 'mcp_gateway_store_duration_seconds',
+      help: 'Duration of store operations, by operation.',
+      labelNames: ['op'] as const,
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    }),
+    storeErrors: new Counter({
+      name: 'mcp_gateway_store_errors_total',
+      help: 'Store operations that failed or timed out, by operation.',
+      labelNames: ['op'] as const,
+      registers,
+    }),
+    resumptions: new Counter({
+      name: 'mcp_gateway_resumptions_total',
+      help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',
+      labelNames: ['outcome', 'reason'] as const,
+      registers,
+    }),
+  };
+}

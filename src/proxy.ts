@@ -1,0 +1,295 @@
+/**
+ * The MCP endpoint: routing of CONTRACT.md §3. A request without a session goes to a replica the
+ * balancer picks and binds the session it creates (R1); every later request of the session goes
+ * to its owner (R2); sessions the store does not hold as active get 404 (R3); owners that are gone
+ * or misbehave are handled as R4 says; statuses pass as they are (R7).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Config, ReplicaConfig } from './config/schema.js';
+import { isStoreError, describe } from './errors.js';
+import type { Fleet } from './fleet.js';
+import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
+import type { Logger } from './logger.js';
+import { NO_REPLICA, type Metrics } from './metrics.js';
+import { OpenStreams, relay } from './relay.js';
+import { SseEventCounter } from './sse/count.js';
+import type { SessionRecord, Store } from './store/types.js';
+import { describeUpstreamError, isAbort, isConnectFailure, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
+
+export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
+
+export interface ProxyDeps {
+  config: () => Config;
+  store: Store;
+  fleet: Fleet;
+  upstreams: Upstreams;
+  metrics: Metrics;
+  logger: Logger;
+  streams: OpenStreams;
+}
+
+/** What the gateway adds to a forwarded request and its response. */
+interface Forwarding {
+  replica: ReplicaConfig;
+  dropRequestHeaders: readonly string[];
+  responseHeaders: Record<string, string>;
+  sessionId: string | undefined;
+}
+
+export function createProxy(deps: ProxyDeps) {
+  const { store, fleet, upstreams, metrics, logger, streams } = deps;
+
+  function answer(request: FastifyRequest, reply: FastifyReply, status: number, body: string, headers: Record<string, string> = {}) {
+    metrics.requests.inc({ method: request.method, status: String(status), replica: NO_REPLICA });
+    return reply.code(status).headers({ 'content-type': 'application/json', ...headers }).send(body);
+  }
+
+  function unavailable(request: FastifyRequest, reply: FastifyReply, why: string) {
+    const retryAfter = String(deps.config().upstream.retryAfterSeconds);
+    return answer(request, reply, 503, jsonRpcError(-32000, `Service temporarily unavailable: ${why}`), { 'retry-after': retryAfter });
+  }
+
+  function sessionNotFound(request: FastifyRequest, reply: FastifyReply) {
+    return answer(request, reply, 404, SESSION_NOT_FOUND_BODY);
+  }
+
+  /** Marks a session lost in the store; the answer to the client does not wait on it. */
+  function loseSession(record: SessionRecord, why: string): void {
+    fleet.sessionEnded(record.owner, record.sessionId);
+    logger.info({ session: shortId(record.sessionId), replica: record.owner, why }, 'session lost');
+    store.endSession(record.sessionId, 'lost', deps.config().sessions.tombstoneTtlMs).catch((err: unknown) => {
+      logger.warn({ err: describe(err), session: shortId(record.sessionId) }, 'cannot record the session as lost');
+    });
+  }
+
+  /**
+   * 502, 503 and 504 say the replica is overloaded or broken (R4: suspected). A 500 is one
+   * request's failure, and any other answer shows the replica is there.
+   */
+  function reportStatus(replicaId: string, status: number): void {
+    if (status >= 502 && status <= 504) fleet.reportSuspect(replicaId, `answered ${status}`);
+    else fleet.reportAnswer(replicaId);
+  }
+
+  async function send(request: FastifyRequest, forwarding: Forwarding, signal: AbortSignal): Promise<UpstreamResponse> {
+    const headers = requestHeadersForReplica(
+      request.headers,
+      { ip: request.ip, protocol: request.protocol, host: request.headers.host },
+      forwarding.dropRequestHeaders,
+    );
+    const end = metrics.upstreamDuration.startTimer({ replica: forwarding.replica.id });
+    const response = await upstreams.send(forwarding.replica, {
+      method: request.method,
+      path: replicaPath(forwarding.replica, request.url),
+      headers,
+      body: request.body as Buffer | undefined,
+      signal,
+    });
+    end();
+    return response;
+  }
+
+  /** Streams the replica's answer to the client, with the gateway's own headers added. */
+  function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: AbortController) {
+    const { replica } = forwarding;
+    const res = reply.raw;
+    metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
+    const contentType = headerValue(response.headers, 'content-type') ?? '';
+    const sse = contentType.toLowerCase().startsWith('text/event-stream');
+    const headers = responseHeadersForClient(response.headers);
+    Object.assign(headers, forwarding.responseHeaders);
+    reply.hijack();
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    if (!sse) {
+      res.writeHead(response.statusCode, headers);
+      const stream = relay(response.body, res);
+      void stream.done.then((how) => logDone(request, forwarding, response.statusCode, how));
+      return;
+    }
+    // Proxies in front of the gateway must not buffer the stream either.
+    headers['x-accel-buffering'] = 'no';
+    res.writeHead(response.statusCode, headers);
+    res.flushHeaders();
+    const counter = new SseEventCounter(deps.config().limits.sseEventBytes);
+    const streamOpen = metrics.sseStreamsOpen.labels({ replica: replica.id });
+    const events = metrics.sseEvents.labels({ replica: replica.id });
+    streamOpen.inc();
+    const keepAlive = forwarding.sessionId ? keepSessionAlive(forwarding.sessionId) : undefined;
+    const stream = relay(response.body, res, (chunk) => {
+      const n = counter.push(chunk);
+      if (n > 0) events.inc(n);
+    });
+    streams.add(stream);
+    void stream.done.then((how) => {
+      streamOpen.dec();
+      if (keepAlive) clearInterval(keepAlive);
+      logDone(request, forwarding, response.statusCode, how);
+    });
+  }
+
+  /** An open stream is activity: its session must not expire under it. */
+  function keepSessionAlive(sessionId: string): NodeJS.Timeout {
+    const ttl = deps.config().sessions.idleTtlMs;
+    const timer = setInterval(() => {
+      store.touchSession(sessionId, ttl).catch(() => undefined /* counted by the store metrics; retried next tick */);
+    }, Math.max(1000, Math.floor(ttl / 3)));
+    timer.unref();
+    return timer;
+  }
+
+  function logDone(request: FastifyRequest, forwarding: Forwarding, status: number, how: string) {
+    logger.info(
+      {
+        method: request.method,
+        status,
+        replica: forwarding.replica.id,
+        session: forwarding.sessionId && shortId(forwarding.sessionId),
+        ms: Math.round(performance.now() - (request as FastifyRequest & { startedAt: number }).startedAt),
+        end: how,
+      },
+      'request',
+    );
+  }
+
+  /** R1: a request without a session, to a replica chosen by the balancer. */
+  async function newSession(request: FastifyRequest, reply: FastifyReply, forwarding: Omit<Forwarding, 'replica' | 'sessionId'>) {
+    const config = deps.config();
+    try {
+      await fleet.ensureEpochs();
+    } catch (err) {
+      return unavailable(request, reply, 'the session store does not answer');
+    }
+    const tried = new Set<string>();
+    for (let replica = fleet.pick(tried); replica; replica = fleet.pick(tried)) {
+      tried.add(replica.id);
+      const abort = new AbortController();
+      const attempt: Forwarding = { ...forwarding, replica, sessionId: undefined };
+      let response: UpstreamResponse;
+      try {
+        response = await send(request, attempt, abort.signal);
+      } catch (err) {
+        if (isAbort(err)) return;
+        if (isConnectFailure(err)) {
+          // Nothing reached this replica: the request may go to another one (R1).
+          logger.warn({ replica: replica.id, err: describeUpstreamError(err) }, 'replica unreachable for a new session; trying another');
+          if (isRefused(err)) await fleet.reportRefused(replica.id);
+          else fleet.reportSuspect(replica.id, describeUpstreamError(err));
+          continue;
+        }
+        fleet.reportSuspect(replica.id, describeUpstreamError(err));
+        return unavailable(request, reply, `replica ${replica.id} failed`);
+      }
+      reportStatus(replica.id, response.statusCode);
+      const sessionId = headerValue(response.headers, SESSION_HEADER);
+      if (sessionId !== undefined) {
+        // The binding reaches the store before the response reaches the client (R1).
+        let bound: boolean;
+        try {
+          bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch: fleet.epoch(replica.id) }, config.sessions.idleTtlMs);
+        } catch (err) {
+          abort.abort();
+          response.body.destroy();
+          return unavailable(request, reply, 'the session store does not answer');
+        }
+        if (!bound) {
+          response.body.destroy();
+          logger.error({ replica: replica.id, session: shortId(sessionId) }, 'replica issued a session id that is already recorded');
+          return answer(request, reply, 502, jsonRpcError(-32000, 'The replica issued a session id that is already in use'));
+        }
+        fleet.sessionSeen(replica.id, sessionId);
+        attempt.sessionId = sessionId;
+      }
+      return respond(request, reply, attempt, response, abort);
+    }
+    return unavailable(request, reply, 'no replica is up');
+  }
+
+  /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
+  async function existingSession(request: FastifyRequest, reply: FastifyReply, sessionId: string, forwarding: Omit<Forwarding, 'replica' | 'sessionId'>) {
+    const config = deps.config();
+    let record: SessionRecord | null;
+    try {
+      record = await store.touchSession(sessionId, config.sessions.idleTtlMs);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return unavailable(request, reply, 'the session store does not answer');
+    }
+    if (!record || record.state !== 'active') return sessionNotFound(request, reply);
+    const replica = fleet.get(record.owner);
+    if (!replica || fleet.epoch(record.owner) !== record.ownerEpoch || fleet.health(record.owner) === 'down') {
+      loseSession(record, replica ? 'owner gone' : 'owner removed from the configuration');
+      return sessionNotFound(request, reply);
+    }
+    if (fleet.health(record.owner) === 'suspect') {
+      // R4: a misbehaving owner keeps its sessions; the client retries once it answers again.
+      return unavailable(request, reply, `replica ${record.owner} is not answering properly`);
+    }
+    const attempt: Forwarding = { ...forwarding, replica, sessionId };
+    const abort = new AbortController();
+    let response: UpstreamResponse;
+    try {
+      response = await send(request, attempt, abort.signal);
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (isRefused(err)) {
+        // R4: nothing listens where the owner was; its sessions are gone with it.
+        await fleet.reportRefused(record.owner);
+        loseSession(record, 'owner refused the connection');
+        return sessionNotFound(request, reply);
+      }
+      // Never retried elsewhere: the session lives on its owner only (R1, R2).
+      fleet.reportSuspect(record.owner, describeUpstreamError(err));
+      return unavailable(request, reply, `replica ${record.owner} did not answer`);
+    }
+    reportStatus(record.owner, response.statusCode);
+    fleet.sessionSeen(record.owner, sessionId);
+    if (response.statusCode === 404) {
+      // R4: the owner no longer knows the session (a restarted replica answers so).
+      loseSession(record, 'owner answered 404');
+    } else if (request.method === 'DELETE' && response.statusCode >= 200 && response.statusCode < 300) {
+      fleet.sessionEnded(record.owner, sessionId);
+      try {
+        await store.endSession(sessionId, 'terminated', config.sessions.tombstoneTtlMs);
+      } catch (err) {
+        // The replica ended the session; if the store missed it, the owner's 404 ends it later.
+        logger.warn({ err: describe(err), session: shortId(sessionId) }, 'cannot record the session as terminated');
+      }
+    }
+    return respond(request, reply, attempt, response, abort);
+  }
+
+  return async function proxy(request: FastifyRequest, reply: FastifyReply) {
+    (request as FastifyRequest & { startedAt: number }).startedAt = performance.now();
+    const config = deps.config();
+    const origin = headerValue(request.headers, 'origin');
+    const allowed = config.security.allowedOrigins;
+    if (origin !== undefined && allowed && !allowed.includes(origin)) {
+      return answer(request, reply, 403, jsonRpcError(-32000, 'Origin not allowed'));
+    }
+    const forwarding: Omit<Forwarding, 'replica' | 'sessionId'> = { dropRequestHeaders: [], responseHeaders: {} };
+    const lastEventId = headerValue(request.headers, LAST_EVENT_ID);
+    if (request.method === 'POST' && lastEventId !== undefined) {
+      // §5: resumption is only ever a GET. A cursor on a POST (a client carrying one over from
+      // the legacy SSE transport) is removed, never treated as a resumption of anything.
+      forwarding.dropRequestHeaders = [LAST_EVENT_ID];
+      if (lastEventId !== '') {
+        forwarding.responseHeaders = { 'mcp-resumption': 'stripped', 'mcp-resumption-reason': 'post_request' };
+        metrics.resumptions.inc({ outcome: 'stripped', reason: 'post_request' });
+      }
+    }
+    const sessionId = headerValue(request.headers, SESSION_HEADER);
+    if (sessionId === undefined) return newSession(request, reply, forwarding);
+    return existingSession(request, reply, sessionId, forwarding);
+  };
+}
+
+export function jsonRpcError(code: number, message: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
+}
+
+/** Enough of a session id to follow it through the logs, not enough to use it. */
+export function shortId(sessionId: string): string {
+  return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
+}

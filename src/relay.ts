@@ -1,0 +1,70 @@
+/**
+ * Relays a replica's response body to the client as it arrives. For SSE (R5): headers go out at
+ * once, nothing is buffered beyond what the socket has not taken yet (backpressure pauses the
+ * replica), no idle timeout applies, the client's stream ends promptly when the replica's does,
+ * and the replica's request is closed when the client goes away.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+
+export type RelayEnd = 'upstream_end' | 'upstream_error' | 'client_gone' | 'gateway_end';
+
+export interface Relay {
+  /** Ends the client's stream on purpose (shutdown, reload): the client reconnects. */
+  end(): void;
+  readonly done: Promise<RelayEnd>;
+}
+
+export function relay(body: Readable, res: ServerResponse, onChunk?: (chunk: Buffer) => void): Relay {
+  let finish!: (how: RelayEnd) => void;
+  const done = new Promise<RelayEnd>((resolve) => {
+    let settled = false;
+    finish = (how) => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      res.off('drain', onDrain);
+      if (how === 'client_gone') {
+        body.destroy();
+      } else {
+        // Closing the replica's side first (no-op when it ended) tells it the stream is over.
+        body.destroy();
+        if (!res.writableEnded) res.end();
+      }
+      resolve(how);
+    };
+  });
+
+  const onDrain = () => body.resume();
+  const onData = (chunk: Buffer) => {
+    onChunk?.(chunk);
+    if (!res.write(chunk)) {
+      body.pause();
+      res.once('drain', onDrain);
+    }
+  };
+  body.on('data', onData);
+  body.once('end', () => finish('upstream_end'));
+  body.once('error', () => finish('upstream_error'));
+  res.once('close', () => finish(res.writableFinished ? 'upstream_end' : 'client_gone'));
+
+  return { end: () => finish('gateway_end'), done };
+}
+
+/** The streams open right now, so that shutdown can end them. */
+export class OpenStreams {
+  readonly #open = new Set<Relay>();
+
+  add(stream: Relay): void {
+    this.#open.add(stream);
+    void stream.done.then(() => this.#open.delete(stream));
+  }
+
+  get size(): number {
+    return this.#open.size;
+  }
+
+  endAll(): void {
+    for (const stream of this.#open) stream.end();
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * Builds a gateway without listening: the MCP listener, the admin listener, the fleet, and the
+ * connections to the replicas, around an injected store, metrics registry and logger. The CLI
+ * listens and handles signals; tests build several gateways in one process.
+ */
+import type { Socket } from 'node:net';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { buildAdmin } from './admin.js';
+import type { Config } from './config/schema.js';
+import { Fleet } from './fleet.js';
+import type { Logger } from './logger.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { createProxy, jsonRpcError } from './proxy.js';
+import { OpenStreams } from './relay.js';
+import { instrumentStore } from './store/instrument.js';
+import type { Store } from './store/types.js';
+import { Upstreams } from './upstream.js';
+
+export interface GatewayDeps {
+  store: Store;
+  registry: Registry;
+  logger: Logger;
+}
+
+export interface Gateway {
+  readonly mcp: FastifyInstance;
+  readonly admin: FastifyInstance;
+  readonly fleet: Fleet;
+  readonly store: Store;
+  readonly metrics: Metrics;
+  /** Listens on both listeners; resolves with their base URLs. */
+  listen(): Promise<{ mcpUrl: string; adminUrl: string }>;
+  /** Replaces the replica list and every other setting that can change while running. */
+  reconfigure(config: Config): void;
+  /** Graceful stop: not ready, no new connections, SSE streams ended, in-flight requests drained. */
+  close(): Promise<void>;
+}
+
+export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
+  let config = initial;
+  const { logger } = deps;
+  const metrics = createMetrics(deps.registry);
+  const store = instrumentStore(deps.store, metrics);
+  const fleet = new Fleet({ config, store, metrics, logger });
+  const upstreams = new Upstreams(config.upstream);
+  const streams = new OpenStreams();
+  let draining = false;
+
+  const mcp = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    // One access line per request comes from the proxy itself, with the replica and session.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: config.limits.bodyBytes,
+    http: { maxHeaderSize: config.limits.headerBytes },
+    routerOptions: { ignoreTrailingSlash: true },
+    // No timeout cuts a request or an open stream (R5); replicas are bounded by upstream timeouts.
+    requestTimeout: 0,
+    connectionTimeout: 0,
+    return503OnClosing: true,
+  });
+  mcp.removeAllContentTypeParsers();
+  // Bodies are forwarded as the client sent them: read as bytes, never re-serialized.
+  mcp.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  mcp.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    if (status === 500) logger.error({ err: error, method: request.method }, 'request failed in the gateway');
+    metrics.requests.inc({ method: request.method, status: String(status), replica: 'none' });
+    const message = status === 500 ? 'Internal gateway error' : error.message;
+    return reply.code(status).header('content-type', 'application/json').send(jsonRpcError(status === 413 ? -32600 : -32000, message));
+  });
+  const sockets = new Set<Socket>();
+  mcp.server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  mcp.all(config.path, createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams }));
+
+  const admin = buildAdmin({
+    logger,
+    registry: deps.registry,
+    ready: async () => {
+      const reasons: string[] = [];
+      if (draining) reasons.push('shutting down');
+      try {
+        await store.ping();
+      } catch {
+        reasons.push('the store does not answer');
+      }
+      if (!fleet.anyUp()) reasons.push('no replica is up');
+      return reasons;
+    },
+  });
+
+  return {
+    mcp,
+    admin,
+    fleet,
+    store,
+    metrics,
+    async listen() {
+      await waitForStore(store, config.store.connectTimeoutMs, logger);
+      const mcpUrl = await mcp.listen({ host: config.listen.host, port: config.listen.port });
+      const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
+      fleet.start();
+      logger.info({ mcp: `${mcpUrl}${config.path}`, admin: adminUrl, store: store.kind, replicas: config.replicas.length }, 'gateway listening');
+      return { mcpUrl, adminUrl };
+    },
+    reconfigure(next) {
+      config = next;
+      fleet.reconfigure(next);
+      void upstreams.retain(new Set(next.replicas.map((r) => r.id)));
+    },
+    async close() {
+      draining = true;
+      const graceMs = config.shutdown.graceMs;
+      // Open streams would hold the listener open forever: end them first, the clients reconnect.
+      streams.endAll();
+      const closing = mcp.close();
+      // A keep-alive connection goes idle when its in-flight request ends; close it then. Node
+      // does not count a connection that never sent a byte as idle: close those too.
+      const idle = setInterval(() => {
+        mcp.server.closeIdleConnections();
+        for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+      }, 50);
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), graceMs);
+      });
+      if ((await Promise.race([closing.then(() => 'closed' as const), grace])) === 'timeout') {
+        logger.warn({ graceMs }, 'grace period over: closing the remaining connections');
+        mcp.server.closeAllConnections();
+        await closing;
+      }
+      clearInterval(idle);
+      clearTimeout(timer);
+      await fleet.close();
+      await upstreams.close();
+      await admin.close();
+      await store.close();
+    },
+  };
+}
+
+/**
+ * Gives the store its first connection before taking requests, so that a gateway starting beside
+ * a healthy Redis does not answer 503 for its first milliseconds. A store still down after the
+ * connect timeout does not stop the gateway: it starts unready (/readyz says why) and recovers.
+ */
+async function waitForStore(store: Store, timeoutMs: number, logger: Logger): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
+    try {
+      await store.ping();
+      return;
+    } catch (err) {
+      if (performance.now() + pause > deadline) {
+        logger.warn({ err: (err as Error).message }, 'the store does not answer yet; starting unready');
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Writes SSE events and comments in one canonical form: LF line endings, `name: value` lines
+ * (the space after the colon is always written, so a value that itself starts with a space keeps
+ * it: WHATWG HTML §9.2.5 removes exactly one), fields in the order event, id, retry, data (the
+ * order the MCP SDK's own server writes), then a blank line.
+ *
+ * Whatever the parser reports serializes to bytes that parse back to the same item, so the
+ * rewriter can re-emit upstream events without keeping their original bytes.
+ */
+
+export type SseFieldName = 'id' | 'event' | 'data' | 'retry' | 'comment';
+
+/** A value that SSE cannot carry: writing it would change the stream's meaning for the client. */
+export class SseSerializeError extends Error {
+  readonly code = 'SSE_FIELD_INVALID';
+
+  constructor(
+    readonly field: SseFieldName,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'SseSerializeError';
+  }
+}
+
+export interface SseEventFields {
+  id?: string | undefined;
+  event?: string | undefined;
+  data?: string | undefined;
+  retry?: number | undefined;
+}
+
+const LINE_BREAK = /[\r\n]/;
+const ID_FORBIDDEN = /[\r\n\0]/;
+
+/**
+ * An event with no field at all serializes to a lone blank line, which clients ignore.
+ * @throws SseSerializeError for an id with CR, LF or NUL (§9.2.6: clients ignore an id with NUL),
+ *   an event name or comment with CR or LF, data with CR (only LF separates data lines), or a
+ *   retry that is not a non-negative safe integer.
+ */
+export function serializeEvent(e: SseEventFields): Buffer {
+  let out = '';
+  if (e.event !== undefined) {
+    if (LINE_BREAK.test(e.event)) throw new SseSerializeError('event', 'SSE event name contains CR or LF');
+    out += `event: ${e.event}\n`;
+  }
+  if (e.id !== undefined) {
+    if (ID_FORBIDDEN.test(e.id)) throw new SseSerializeError('id', 'SSE id contains CR, LF or NUL');
+    out += `id: ${e.id}\n`;
+  }
+  if (e.retry !== undefined) {
+    if (!Number.isSafeInteger(e.retry) || e.retry < 0) {
+      throw new SseSerializeError('retry', 'SSE retry must be a non-negative safe integer');
+    }
+    out += `retry: ${e.retry}\n`;
+  }
+  if (e.data !== undefined) {
+    if (e.data.includes('\r')) throw new SseSerializeError('data', 'SSE data contains CR');
+    out += `data: ${e.data.replaceAll('\n', '\ndata: ')}\n`;
+  }
+  return Buffer.from(`${out}\n`, 'utf8');
+}
+
+/** `text` is written right after the colon, as the parser reports it (": ping" ↔ " ping"). */
+export function serializeComment(text: string): Buffer {
+  if (LINE_BREAK.test(text)) throw new SseSerializeError('comment', 'SSE comment contains CR or LF');
+  return Buffer.from(`:${text}\n`, 'utf8');
+}

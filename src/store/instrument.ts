@@ -1,0 +1,37 @@
+/**
+ * Wraps any store so that every operation is timed and every failure counted, by operation
+ * (`mcp_gateway_store_duration_seconds{op}`, `mcp_gateway_store_errors_total{op}`), in one place
+ * for both implementations and for every operation the interface gains.
+ */
+import type { Metrics } from '../metrics.js';
+import type { Store } from './types.js';
+
+const UNTIMED = new Set<PropertyKey>(['close']);
+
+export function instrumentStore(store: Store, metrics: Metrics): Store {
+  const wrappers = new Map<PropertyKey, unknown>();
+  return new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== 'function' || UNTIMED.has(prop)) return value;
+      let wrapper = wrappers.get(prop);
+      if (!wrapper) {
+        const op = String(prop);
+        const call = value.bind(target) as (...args: unknown[]) => Promise<unknown>;
+        wrapper = async (...args: unknown[]) => {
+          const end = metrics.storeDuration.startTimer({ op });
+          try {
+            return await call(...args);
+          } catch (err) {
+            metrics.storeErrors.inc({ op });
+            throw err;
+          } finally {
+            end();
+          }
+        };
+        wrappers.set(prop, wrapper);
+      }
+      return wrapper;
+    },
+  });
+}

@@ -1,0 +1,112 @@
+/**
+ * Connections to the replicas: one undici Pool per replica. Also classifies transport errors,
+ * because the answer depends on whether the request could have reached the replica (R1: only a
+ * request that reached no replica may be tried on another) and on whether anything listens there
+ * at all (R4: nothing listening means the owner is gone).
+ */
+import { Pool, type Dispatcher } from 'undici';
+import type { ReplicaConfig } from './config/schema.js';
+
+export interface UpstreamOptions {
+  connectTimeoutMs: number;
+  headersTimeoutMs: number;
+  connections: number;
+}
+
+export interface UpstreamRequest {
+  method: string;
+  /** Path and query on the replica. */
+  path: string;
+  headers: Record<string, string | string[]>;
+  body?: Buffer | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+export type UpstreamResponse = Dispatcher.ResponseData;
+
+export class Upstreams {
+  readonly #pools = new Map<string, Pool>();
+
+  constructor(private readonly options: UpstreamOptions) {}
+
+  send(replica: ReplicaConfig, request: UpstreamRequest): Promise<UpstreamResponse> {
+    return this.#pool(replica).request({
+      method: request.method as Dispatcher.HttpMethod,
+      path: request.path,
+      headers: request.headers,
+      body: request.body ?? null,
+      signal: request.signal,
+      // An SSE stream may stay silent for as long as it likes (R5): no body timeout at all.
+      bodyTimeout: 0,
+    });
+  }
+
+  /** Forgets the pools of replicas no longer configured, closing their connections. */
+  async retain(ids: ReadonlySet<string>): Promise<void> {
+    const gone = [...this.#pools].filter(([key]) => !ids.has(key.split(' ')[0] ?? ''));
+    for (const [key] of gone) this.#pools.delete(key);
+    await Promise.all(gone.map(([, pool]) => pool.destroy()));
+  }
+
+  async close(): Promise<void> {
+    const pools = [...this.#pools.values()];
+    this.#pools.clear();
+    await Promise.all(pools.map((pool) => pool.destroy()));
+  }
+
+  #pool(replica: ReplicaConfig): Pool {
+    const url = new URL(replica.url);
+    const key = `${replica.id} ${url.origin}`;
+    let pool = this.#pools.get(key);
+    if (!pool) {
+      pool = new Pool(url.origin, {
+        connections: this.options.connections,
+        connect: { timeout: this.options.connectTimeoutMs },
+        // A JSON-answered tools/call sends its headers only when the tool is done.
+        headersTimeout: this.options.headersTimeoutMs,
+        bodyTimeout: 0,
+      });
+      this.#pools.set(key, pool);
+    }
+    return pool;
+  }
+}
+
+/** The path on the replica for a client request: the replica's endpoint plus the client's query. */
+export function replicaPath(replica: ReplicaConfig, clientUrl: string): string {
+  const endpoint = new URL(replica.url);
+  const query = clientUrl.indexOf('?');
+  return endpoint.pathname + (query >= 0 ? clientUrl.slice(query) : endpoint.search);
+}
+
+function codesOf(err: unknown): string[] {
+  const codes: string[] = [];
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+    e = (e as { cause?: unknown }).cause;
+  }
+  return codes;
+}
+
+/** Nothing listens at the replica's address: the connection was refused. */
+export function isRefused(err: unknown): boolean {
+  return codesOf(err).includes('ECONNREFUSED');
+}
+
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/** The connection failed before any byte of the request could reach the replica. */
+export function isConnectFailure(err: unknown): boolean {
+  return codesOf(err).some((code) => NOT_CONNECTED.has(code));
+}
+
+/** The client went away (or the gateway aborted): not the replica's fault. */
+export function isAbort(err: unknown): boolean {
+  return codesOf(err).some((code) => code === 'UND_ERR_ABORTED' || code === 'ABORT_ERR');
+}
+
+export function describeUpstreamError(err: unknown): string {
+  const codes = codesOf(err);
+  return codes[0] ?? (err instanceof Error ? err.message : String(err));
+}
