@@ -153,6 +153,17 @@ export function createProxy(deps: ProxyDeps) {
     );
   }
 
+  /**
+   * The replica created a session that the gateway could not record: no client will ever use it,
+   * so ask the replica to drop it rather than let it hold the session's memory forever.
+   */
+  function discardSession(replica: ReplicaConfig, sessionId: string): void {
+    upstreams
+      .send(replica, { method: 'DELETE', path: replicaPath(replica, ''), headers: { [SESSION_HEADER]: sessionId } })
+      .then((response) => response.body.dump())
+      .catch((err: unknown) => logger.warn({ replica: replica.id, err: describeUpstreamError(err) }, 'cannot discard an unrecorded session'));
+  }
+
   /** R1: a request without a session, to a replica chosen by the balancer. */
   async function newSession(request: FastifyRequest, reply: FastifyReply, forwarding: Omit<Forwarding, 'replica' | 'sessionId'>) {
     const config = deps.config();
@@ -191,6 +202,7 @@ export function createProxy(deps: ProxyDeps) {
         } catch (err) {
           abort.abort();
           response.body.destroy();
+          discardSession(replica, sessionId);
           return unavailable(request, reply, 'the session store does not answer');
         }
         if (!bound) {

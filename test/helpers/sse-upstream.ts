@@ -1,0 +1,97 @@
+/**
+ * A minimal MCP-shaped upstream whose SSE stream the test drives event by event: initialize gets a
+ * session id, a GET opens a stream on which `emit` writes exactly when the test says so.
+ */
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Teardown } from './gateway.js';
+
+export interface ScriptedStream {
+  emit(chunk: string): void;
+  end(): void;
+  /** Resolves when the gateway closes its request to this upstream. */
+  closed: Promise<void>;
+}
+
+export interface ScriptedUpstream {
+  url: string;
+  /** Resolves with the next GET stream the gateway opens. */
+  nextStream(): Promise<ScriptedStream>;
+}
+
+export async function startScriptedUpstream(t: Teardown, sessionId = 'scripted-session'): Promise<ScriptedUpstream> {
+  const waiting: ((s: ScriptedStream) => void)[] = [];
+  const ready: ScriptedStream[] = [];
+  const server = createServer((req, res) => {
+    if (req.method === 'POST') {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': sessionId });
+      res.end('{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"scripted","version":"1"}}}');
+      return;
+    }
+    if (req.headers['mcp-session-id'] !== sessionId) {
+      // The gateway's health probe, or a stray request: answered as an SDK server would.
+      res.writeHead(400, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request"}}');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    const stream = scripted(res);
+    const waiter = waiting.shift();
+    if (waiter) waiter(stream);
+    else ready.push(stream);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    nextStream: () => {
+      const stream = ready.shift();
+      return stream ? Promise.resolve(stream) : new Promise((resolve) => waiting.push(resolve));
+    },
+  };
+}
+
+function scripted(res: ServerResponse): ScriptedStream {
+  return {
+    emit: (chunk) => res.write(chunk),
+    end: () => res.end(),
+    closed: once(res, 'close').then(() => undefined),
+  };
+}
+
+/** Reads an SSE body and hands out complete events (blank-line separated blocks) as they arrive. */
+export class SseReader {
+  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly #decoder = new TextDecoder();
+  #buffer = '';
+
+  constructor(body: ReadableStream<Uint8Array>) {
+    this.#reader = body.getReader();
+  }
+
+  /** The next complete event block, or undefined when the stream ended. */
+  async next(): Promise<string | undefined> {
+    for (;;) {
+      const end = this.#buffer.indexOf('\n\n');
+      if (end >= 0) {
+        const block = this.#buffer.slice(0, end);
+        this.#buffer = this.#buffer.slice(end + 2);
+        return block;
+      }
+      const { value, done } = await this.#reader.read();
+      if (done) return undefined;
+      this.#buffer += this.#decoder.decode(value, { stream: true });
+    }
+  }
+
+  cancel(): Promise<void> {
+    return this.#reader.cancel();
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * R5: SSE passes through unbuffered (each event reaches the client before the replica writes the
+ * next), is not cut by any timeout while open, and ends on either side promptly.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import t from 'tap';
+import { metricValue, startGateway } from '../helpers/gateway.js';
+import { initializeBody, post } from '../helpers/http.js';
+import { SseReader, startScriptedUpstream } from '../helpers/sse-upstream.js';
+
+const SILENCE_MS = 1500;
+
+t.test('a long stream passes event by event, through silences longer than every timeout', async (t) => {
+  const upstream = await startScriptedUpstream(t);
+  // Every upstream timeout the gateway sets is shorter than the silences below.
+  const gw = await startGateway(t, {
+    replicas: [{ id: 'scripted', url: upstream.url }],
+    upstream: { connectTimeoutMs: 300, headersTimeoutMs: 300 },
+  });
+  const init = await post(gw.url, initializeBody());
+  const sessionId = init.headers.get('mcp-session-id')!;
+  await init.text();
+
+  const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
+  t.equal(response.status, 200, 'headers reached the client before any event was written');
+  t.equal(response.headers.get('content-type'), 'text/event-stream');
+  t.equal(response.headers.get('content-encoding'), null, 'not compressed');
+  const stream = await upstream.nextStream();
+  const reader = new SseReader(response.body!);
+
+  for (let i = 1; i <= 5; i++) {
+    // The next event is written only once the previous one arrived: a buffering proxy deadlocks here.
+    stream.emit(`id: e${i}\ndata: {"n":${i}}\n\n`);
+    t.equal(await reader.next(), `id: e${i}\ndata: {"n":${i}}`, `event ${i} arrived before event ${i + 1} was written`);
+    if (i === 2 || i === 4) await delay(SILENCE_MS);
+  }
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_sse_events_total', { replica: 'scripted' }), 5, 'events counted');
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_sse_streams_open', { replica: 'scripted' }), 1, 'one stream open');
+
+  stream.end();
+  t.equal(await reader.next(), undefined, "the client's stream ended when the replica's did");
+  await stream.closed;
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_sse_streams_open', { replica: 'scripted' }), 0, 'no stream open');
+});
+
+t.test('the client going away closes the request to the replica', async (t) => {
+  const upstream = await startScriptedUpstream(t);
+  const gw = await startGateway(t, { replicas: [{ id: 'scripted', url: upstream.url }] });
+  const init = await post(gw.url, initializeBody());
+  const sessionId = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const abort = new AbortController();
+  const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' }, signal: abort.signal });
+  const stream = await upstream.nextStream();
+  const reader = new SseReader(response.body!);
+  stream.emit('data: one\n\n');
+  t.equal(await reader.next(), 'data: one');
+  abort.abort();
+  await stream.closed;
+  t.pass('the replica saw its request closed');
+});
+
+t.test('gateway shutdown ends open streams and still lets the client read what was sent', async (t) => {
+  const upstream = await startScriptedUpstream(t);
+  const gw = await startGateway(t, { replicas: [{ id: 'scripted', url: upstream.url }] });
+  const init = await post(gw.url, initializeBody());
+  const sessionId = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
+  const stream = await upstream.nextStream();
+  const reader = new SseReader(response.body!);
+  stream.emit('id: a\ndata: before\n\n');
+  t.equal(await reader.next(), 'id: a\ndata: before');
+  await gw.close();
+  t.equal(await reader.next(), undefined, 'the stream ended cleanly');
+  await stream.closed;
+  t.pass('and the request to the replica was closed');
+});

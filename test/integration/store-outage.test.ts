@@ -1,0 +1,117 @@
+/**
+ * §7: with the store down or blocked, whatever needs it gets 503 with Retry-After, fast; open
+ * streams keep flowing; service comes back by itself; after a restart that lost the data, no
+ * session is routed by guess (R3).
+ */
+import t from 'tap';
+import { metricValue, startGateway } from '../helpers/gateway.js';
+import { post, rawSession, SESSION_NOT_FOUND, toolCallBody, initializeBody } from '../helpers/http.js';
+import { startRedisServer } from '../helpers/redis-server.js';
+import { spawnReplicas } from '../helpers/replicas.js';
+import { SseReader } from '../helpers/sse-upstream.js';
+
+/** Polls `check` until it holds, for a condition outside the test's control (a server coming back). */
+async function eventually(check: () => Promise<boolean>, deadlineMs = 10_000): Promise<boolean> {
+  const deadline = Date.now() + deadlineMs;
+  while (Date.now() < deadline) {
+    if (await check()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
+
+/** Sessions the demo replica holds (its /healthz says). */
+async function replicaSessions(mcpUrl: string): Promise<number> {
+  const response = await fetch(new URL('/healthz', mcpUrl));
+  return ((await response.json()) as { sessions: number }).sessions;
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
+  const start = performance.now();
+  const result = await fn();
+  return [result, performance.now() - start];
+}
+
+t.test('Redis stopped: 503 with Retry-After in under 2 s; restarted empty: back by itself, old sessions unknown', async (t) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, {
+    store: { type: 'redis', url: redis.url },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+  });
+  const sessionId = await rawSession(gw.url);
+  const stream = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
+  t.equal(stream.status, 200, 'a GET stream is open before the outage');
+  const events = new SseReader(stream.body!);
+
+  await redis.stop();
+
+  const [existing, existingMs] = await timed(() => post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId }));
+  t.equal(existing.status, 503, 'a request of a session: 503');
+  t.equal(existing.headers.get('retry-after'), '1', 'with Retry-After');
+  t.ok(existingMs < 2000, `answered in ${existingMs.toFixed(0)} ms`);
+  t.match(JSON.parse(await existing.text()), { error: { code: -32000 } });
+
+  const sessionsBefore = await replicaSessions(replica!.url);
+  const [fresh, freshMs] = await timed(() => post(gw.url, initializeBody()));
+  t.equal(fresh.status, 503, 'a new session: 503 (it cannot be bound)');
+  t.equal(fresh.headers.get('retry-after'), '1');
+  t.ok(freshMs < 2000, `answered in ${freshMs.toFixed(0)} ms`);
+  await fresh.text();
+  t.ok(await eventually(async () => (await replicaSessions(replica!.url)) === sessionsBefore), 'the replica was told to drop the unrecorded session');
+
+  const ready = await fetch(`${gw.adminUrl}/readyz`);
+  t.equal(ready.status, 503, '/readyz says not ready');
+  t.match(await ready.json(), { ready: false, reasons: ['the store does not answer'] });
+  t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total')) >= 2, 'store errors counted');
+
+  // The open stream does not need the store: a tool that logs to the GET stream still reaches it.
+  const direct = await post(replica!.url, toolCallBody('emit', { count: 1, intervalMs: 1 }), { 'mcp-session-id': sessionId });
+  t.equal(direct.status, 200);
+  await direct.text();
+  t.match(await events.next(), /notifications\/message/, 'the open stream kept flowing during the outage');
+  await events.cancel();
+
+  await redis.restart({ keepData: false });
+  t.ok(await eventually(async () => (await fetch(`${gw.adminUrl}/readyz`)).status === 200), 'ready again without a restart');
+  const again = await rawSession(gw.url);
+  t.ok(again, 'new sessions work again');
+  const lost = await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId });
+  t.equal(lost.status, 404, 'the store lost the old session: 404, never routed by guess');
+  t.equal(await lost.text(), SESSION_NOT_FOUND);
+});
+
+t.test('Redis restarted with its data: sessions carry on', async (t) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, { store: { type: 'redis', url: redis.url }, replicas: [{ id: replica!.id, url: replica!.url }] });
+  const sessionId = await rawSession(gw.url);
+  await redis.restart({ keepData: true });
+  t.ok(
+    await eventually(async () => (await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })).status === 200),
+    'the session answers again through the same gateway',
+  );
+});
+
+t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery', async (t) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, {
+    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+  });
+  const sessionId = await rawSession(gw.url);
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const [blocked, ms] = await timed(() => post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId }));
+  t.equal(blocked.status, 503);
+  t.equal(blocked.headers.get('retry-after'), '1');
+  t.ok(ms < 1000, `answered in ${ms.toFixed(0)} ms with a 200 ms command timeout`);
+  await blocked.text();
+  t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total', { op: 'touchSession' })) >= 1, 'counted for touchSession');
+  redis.resume();
+  t.ok(
+    await eventually(async () => (await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })).status === 200),
+    'service came back once Redis answered again',
+  );
+});
