@@ -1,0 +1,103 @@
+/** The fleet's health states, thresholds, probes and epochs, against real HTTP servers. */
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Registry } from 'prom-client';
+import t, { type Test } from 'tap';
+import { Fleet } from '../../src/fleet.js';
+import { createLogger } from '../../src/logger.js';
+import { createMetrics } from '../../src/metrics.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { testConfig } from '../helpers/gateway.js';
+import { refusingPort } from '../helpers/http.js';
+
+async function server(t: Test, status: () => number): Promise<{ url: string; paths: string[]; http: Server }> {
+  const paths: string[] = [];
+  const http = createServer((req, res) => {
+    paths.push(req.url ?? '');
+    res.writeHead(status()).end();
+  });
+  http.listen(0, '127.0.0.1');
+  await once(http, 'listening');
+  t.teardown(() => http.close());
+  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, paths, http };
+}
+
+function fleetFor(t: Test, replicas: { id: string; url: string }[], health: Record<string, unknown> = {}) {
+  const config = testConfig({ replicas, health: { intervalMs: 60_000, ...health } });
+  const store = createMemoryStore();
+  const metrics = createMetrics(new Registry());
+  const fleet = new Fleet({ config, store, metrics, logger: createLogger('silent') });
+  t.teardown(() => fleet.close());
+  return { fleet, store, metrics };
+}
+
+t.test('any HTTP answer counts as alive by default; failures past the threshold mean gone', async (t) => {
+  const alive = await server(t, () => 405);
+  const dead = `http://127.0.0.1:${await refusingPort()}/mcp`;
+  const { fleet, store, metrics } = fleetFor(t, [{ id: 'a', url: alive.url }, { id: 'd', url: dead }], { unhealthyThreshold: 2 });
+  await fleet.tick();
+  t.equal(fleet.health('a'), 'up', 'a 405 from the MCP endpoint is alive');
+  t.same(alive.paths, ['/mcp'], 'the probe went to the MCP endpoint itself');
+  t.equal(fleet.health('d'), 'up', 'one failure is below the threshold');
+  await fleet.tick();
+  t.equal(fleet.health('d'), 'down', 'two failures: down');
+  t.equal((await metrics.replicaUp.get()).values.find((v) => v.labels.replica === 'd')?.value, 0, 'replica_up 0');
+  const epochs = await store.replicaEpochs();
+  t.ok(epochs['d'], 'its epoch was retired in the store');
+  t.equal(fleet.epoch('d'), epochs['d'], 'and this instance uses the new one');
+  t.equal(epochs['a'], undefined, 'the healthy one keeps its first epoch');
+});
+
+t.test('a configured probe path and expected statuses', async (t) => {
+  let status = 200;
+  const replica = await server(t, () => status);
+  const { fleet } = fleetFor(t, [{ id: 'a', url: replica.url }], { path: '/ready', expectStatus: [200], unhealthyThreshold: 1, healthyThreshold: 2 });
+  await fleet.tick();
+  t.same(replica.paths, ['/ready'], 'the probe used the configured path on the replica origin');
+  status = 500;
+  await fleet.tick();
+  t.equal(fleet.health('a'), 'down', 'an unexpected status fails the probe');
+  const retired = fleet.epoch('a');
+  status = 200;
+  await fleet.tick();
+  t.equal(fleet.health('a'), 'down', 'one good probe is below the healthy threshold');
+  await fleet.tick();
+  t.equal(fleet.health('a'), 'up', 'two good probes: up again');
+  t.equal(fleet.epoch('a'), retired, 'coming back does not change the epoch: sessions bound now stay valid');
+});
+
+t.test('suspect: reported by requests, cleared by an answer or a good probe', async (t) => {
+  const replica = await server(t, () => 400);
+  const { fleet } = fleetFor(t, [{ id: 'a', url: replica.url }]);
+  fleet.reportSuspect('a', 'timeout');
+  t.equal(fleet.health('a'), 'suspect');
+  t.equal(fleet.pick(new Set())?.id, 'a', 'a suspect replica still takes new sessions when no other is up');
+  fleet.reportAnswer('a');
+  t.equal(fleet.health('a'), 'up', 'an answer clears it');
+  fleet.reportSuspect('a', 'reset');
+  await fleet.tick();
+  t.equal(fleet.health('a'), 'up', 'a good probe clears it');
+});
+
+t.test('two instances declaring the same replica gone retire its epoch once', async (t) => {
+  const dead = `http://127.0.0.1:${await refusingPort()}/mcp`;
+  const config = testConfig({ replicas: [{ id: 'd', url: dead }] });
+  const store = createMemoryStore();
+  const make = () => new Fleet({ config, store, metrics: createMetrics(new Registry()), logger: createLogger('silent') });
+  const [one, two] = [make(), make()];
+  t.teardown(() => Promise.all([one.close(), two.close()]));
+  await Promise.all([one.reportRefused('d'), two.reportRefused('d')]);
+  t.equal(one.epoch('d'), two.epoch('d'), 'both use the same new epoch');
+  t.equal((await store.replicaEpochs())['d'], one.epoch('d'));
+});
+
+t.test('round robin skips replicas already tried and down ones', async (t) => {
+  const [a, b] = [await server(t, () => 400), await server(t, () => 400)];
+  const { fleet } = fleetFor(t, [{ id: 'a', url: a.url }, { id: 'b', url: b.url }]);
+  const picks = [fleet.pick(new Set())?.id, fleet.pick(new Set())?.id, fleet.pick(new Set())?.id];
+  t.same(picks, ['a', 'b', 'a'], 'in turn');
+  t.equal(fleet.pick(new Set(['a', 'b'])), undefined, 'none left once both were tried');
+  await fleet.reportRefused('a');
+  t.same([fleet.pick(new Set())?.id, fleet.pick(new Set())?.id], ['b', 'b'], 'a down replica is skipped');
+});
