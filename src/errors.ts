@@ -1,6 +1,6 @@
 /**
  * Every error the gateway raises on purpose, with a stable code. Code branches on `code`, never on
- * message text. The README lists the same codes (test/errors.test.ts keeps them in step).
+ * message text. The README lists the same codes (test/config/reference.test.ts keeps them in step).
  */
 
 export const ERROR_CODES = {
@@ -10,6 +10,7 @@ export const ERROR_CODES = {
   GW_NO_REPLICA: 'no healthy replica could take a new session',
   GW_UPSTREAM_UNREACHABLE: 'the replica could not be reached before the request was sent',
   GW_UPSTREAM_FAILED: 'the replica failed after the request was sent',
+  GW_CURSOR_SECRET_INVALID: 'the cursor secret is not a string or Buffer of at least 32 bytes',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

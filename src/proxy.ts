@@ -11,9 +11,12 @@ import type { Fleet } from './fleet.js';
 import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
 import type { Logger } from './logger.js';
 import { NO_REPLICA, type Metrics } from './metrics.js';
-import { OpenStreams, relay } from './relay.js';
-import { SseEventCounter } from './sse/count.js';
-import type { SessionRecord, Store } from './store/types.js';
+import { relay } from './relay.js';
+import type { CursorTarget } from './sse/rewriter.js';
+import type { Attachment, SseStreams } from './streams.js';
+import type { CursorKeys } from './cursor-keys.js';
+import { createResumption } from './resumption/resume.js';
+import type { JsonRpcId, SessionRecord, Store } from './store/types.js';
 import { describeUpstreamError, isAbort, isConnectFailure, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
 
 export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
@@ -25,13 +28,15 @@ export interface ProxyDeps {
   upstreams: Upstreams;
   metrics: Metrics;
   logger: Logger;
-  streams: OpenStreams;
+  streams: SseStreams;
+  keys: CursorKeys;
 }
 
 /** What the gateway adds to a forwarded request and its response. */
 interface Forwarding {
   replica: ReplicaConfig;
   dropRequestHeaders: readonly string[];
+  addRequestHeaders?: Record<string, string>;
   responseHeaders: Record<string, string>;
   sessionId: string | undefined;
 }
@@ -77,6 +82,7 @@ export function createProxy(deps: ProxyDeps) {
       { ip: request.ip, protocol: request.protocol, host: request.headers.host },
       forwarding.dropRequestHeaders,
     );
+    Object.assign(headers, forwarding.addRequestHeaders);
     const end = metrics.upstreamDuration.startTimer({ replica: forwarding.replica.id });
     const response = await upstreams.send(forwarding.replica, {
       method: request.method,
@@ -90,53 +96,64 @@ export function createProxy(deps: ProxyDeps) {
   }
 
   /** Streams the replica's answer to the client, with the gateway's own headers added. */
-  function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: AbortController) {
-    const { replica } = forwarding;
+  async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: AbortController) {
+    const { replica, sessionId } = forwarding;
     const res = reply.raw;
-    metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
     const contentType = headerValue(response.headers, 'content-type') ?? '';
     const sse = contentType.toLowerCase().startsWith('text/event-stream');
     const headers = responseHeadersForClient(response.headers);
     Object.assign(headers, forwarding.responseHeaders);
-    reply.hijack();
-    res.once('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
     if (!sse) {
+      metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
+      reply.hijack();
+      res.once('close', () => {
+        if (!res.writableFinished) abort.abort();
+      });
       res.writeHead(response.statusCode, headers);
       const stream = relay(response.body, res);
       void stream.done.then((how) => logDone(request, forwarding, response.statusCode, how));
       return;
     }
+
+    // E1, E5: the stream becomes an incarnation whose events carry cursors recorded in the store.
+    const kind = request.method === 'GET' ? 'get' : 'post';
+    let at: Attachment | undefined;
+    let cursors: CursorTarget | undefined;
+    if (sessionId !== undefined) {
+      try {
+        at = await streams.openIncarnation(sessionId, replica.id, kind, {
+          pending: kind === 'post' ? requestIds(request.body) : [],
+          supersede: kind === 'get',
+        });
+        cursors = await streams.cursors(at);
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+        if (kind === 'get') {
+          // A GET has no effect to lose: the client retries once the store answers.
+          abort.abort();
+          response.body.destroy();
+          return unavailable(request, reply, 'the session store does not answer');
+        }
+        // The POST ran on the replica: its answer must reach the client, without cursors.
+        logger.warn({ replica: replica.id, session: shortId(sessionId) }, 'store unavailable: this POST stream is not resumable');
+        at = undefined;
+        cursors = undefined;
+      }
+    }
+    metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
+    reply.hijack();
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    const rewriter = streams.rewriter(cursors, 0, { trackResponses: kind === 'post' });
     // Proxies in front of the gateway must not buffer the stream either.
     headers['x-accel-buffering'] = 'no';
-    res.writeHead(response.statusCode, headers);
-    res.flushHeaders();
-    const counter = new SseEventCounter(deps.config().limits.sseEventBytes);
-    const streamOpen = metrics.sseStreamsOpen.labels({ replica: replica.id });
-    const events = metrics.sseEvents.labels({ replica: replica.id });
-    streamOpen.inc();
-    const keepAlive = forwarding.sessionId ? keepSessionAlive(forwarding.sessionId) : undefined;
-    const stream = relay(response.body, res, (chunk) => {
-      const n = counter.push(chunk);
-      if (n > 0) events.inc(n);
-    });
-    streams.add(stream);
-    void stream.done.then((how) => {
-      streamOpen.dec();
-      if (keepAlive) clearInterval(keepAlive);
-      logDone(request, forwarding, response.statusCode, how);
-    });
-  }
-
-  /** An open stream is activity: its session must not expire under it. */
-  function keepSessionAlive(sessionId: string): NodeJS.Timeout {
-    const ttl = deps.config().sessions.idleTtlMs;
-    const timer = setInterval(() => {
-      store.touchSession(sessionId, ttl).catch(() => undefined /* counted by the store metrics; retried next tick */);
-    }, Math.max(1000, Math.floor(ttl / 3)));
-    timer.unref();
-    return timer;
+    const start = () => {
+      res.writeHead(response.statusCode, headers);
+      res.flushHeaders();
+    };
+    const how = await streams.pipe({ body: response.body, res, replica: replica.id, start }, rewriter, at);
+    logDone(request, forwarding, response.statusCode, how);
   }
 
   function logDone(request: FastifyRequest, forwarding: Forwarding, status: number, how: string) {
@@ -272,6 +289,22 @@ export function createProxy(deps: ProxyDeps) {
     return respond(request, reply, attempt, response, abort);
   }
 
+  const resume = createResumption({
+    config: deps.config,
+    store,
+    fleet,
+    keys: deps.keys,
+    streams,
+    metrics,
+    logger,
+    send: (request, replica, extra, signal) =>
+      send(request, { replica, dropRequestHeaders: [LAST_EVENT_ID], addRequestHeaders: extra, responseHeaders: {}, sessionId: undefined }, signal),
+    answer,
+    unavailable,
+    sessionNotFound,
+    loseSession,
+  });
+
   return async function proxy(request: FastifyRequest, reply: FastifyReply) {
     (request as FastifyRequest & { startedAt: number }).startedAt = performance.now();
     const config = deps.config();
@@ -292,6 +325,11 @@ export function createProxy(deps: ProxyDeps) {
       }
     }
     const sessionId = headerValue(request.headers, SESSION_HEADER);
+    if (request.method === 'GET' && lastEventId) return resume(request, reply, sessionId, lastEventId);
+    if (request.method === 'GET' && lastEventId === '') {
+      // §5: an empty Last-Event-ID counts as none: a plain GET, and the replica never sees it.
+      forwarding.dropRequestHeaders = [LAST_EVENT_ID];
+    }
     if (sessionId === undefined) return newSession(request, reply, forwarding);
     return existingSession(request, reply, sessionId, forwarding);
   };
@@ -304,4 +342,22 @@ export function jsonRpcError(code: number, message: string): string {
 /** Enough of a session id to follow it through the logs, not enough to use it. */
 export function shortId(sessionId: string): string {
   return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
+}
+
+/** The ids of the JSON-RPC requests in a POST body (one message or a batch). */
+export function requestIds(body: unknown): JsonRpcId[] {
+  if (!Buffer.isBuffer(body)) return [];
+  try {
+    const parsed = JSON.parse(body.toString('utf8')) as unknown;
+    const ids: JsonRpcId[] = [];
+    for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
+      if (m && typeof m === 'object' && 'method' in m) {
+        const id = (m as { id?: unknown }).id;
+        if (typeof id === 'string' || typeof id === 'number') ids.push(id);
+      }
+    }
+    return ids;
+  } catch {
+    return [];
+  }
 }

@@ -1,21 +1,22 @@
 /**
- * Relays a replica's response body to the client as it arrives. For SSE (R5): headers go out at
- * once, nothing is buffered beyond what the socket has not taken yet (backpressure pauses the
- * replica), no idle timeout applies, the client's stream ends promptly when the replica's does,
- * and the replica's request is closed when the client goes away.
+ * Relays a replica's response body to the client as it arrives: nothing is buffered beyond what
+ * the socket has not taken yet (backpressure pauses the replica), the client's response ends when
+ * the replica's does, and the replica's request is closed when the client goes away. SSE bodies
+ * go through src/sse/pipe.ts instead, which rewrites their ids on the way.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 
 export type RelayEnd = 'upstream_end' | 'upstream_error' | 'client_gone' | 'gateway_end';
 
-export interface Relay {
+export interface Relay<End extends string = string> {
   /** Ends the client's stream on purpose (shutdown, reload): the client reconnects. */
   end(): void;
-  readonly done: Promise<RelayEnd>;
+  /** Resolves with how the stream ended. */
+  readonly done: Promise<End>;
 }
 
-export function relay(body: Readable, res: ServerResponse, onChunk?: (chunk: Buffer) => void): Relay {
+export function relay(body: Readable, res: ServerResponse): Relay<RelayEnd> {
   let finish!: (how: RelayEnd) => void;
   const done = new Promise<RelayEnd>((resolve) => {
     let settled = false;
@@ -37,7 +38,6 @@ export function relay(body: Readable, res: ServerResponse, onChunk?: (chunk: Buf
 
   const onDrain = () => body.resume();
   const onData = (chunk: Buffer) => {
-    onChunk?.(chunk);
     if (!res.write(chunk)) {
       body.pause();
       res.once('drain', onDrain);

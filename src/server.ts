@@ -12,7 +12,9 @@ import { Fleet } from './fleet.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createProxy, jsonRpcError } from './proxy.js';
+import { CursorKeys } from './cursor-keys.js';
 import { OpenStreams } from './relay.js';
+import { SseStreams } from './streams.js';
 import { instrumentStore } from './store/instrument.js';
 import type { Store } from './store/types.js';
 import { Upstreams } from './upstream.js';
@@ -44,8 +46,11 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const store = instrumentStore(deps.store, metrics);
   const fleet = new Fleet({ config, store, metrics, logger });
   const upstreams = new Upstreams(config.upstream);
-  const streams = new OpenStreams();
+  const open = new OpenStreams();
+  const keys = new CursorKeys(config.cursor.secret, store, logger);
+  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, open });
   let draining = false;
+  let secretRefresh: NodeJS.Timeout | undefined;
 
   const mcp = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -74,7 +79,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
-  mcp.all(config.path, createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams }));
+  mcp.all(config.path, createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, keys }));
 
   const admin = buildAdmin({
     logger,
@@ -103,6 +108,11 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const mcpUrl = await mcp.listen({ host: config.listen.host, port: config.listen.port });
       const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
       fleet.start();
+      // A store that lost its data lost the agreed cursor secret with it: re-agree regularly.
+      secretRefresh = setInterval(() => {
+        keys.refresh().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'cannot refresh the cursor secret'));
+      }, config.health.intervalMs);
+      secretRefresh.unref();
       logger.info({ mcp: `${mcpUrl}${config.path}`, admin: adminUrl, store: store.kind, replicas: config.replicas.length }, 'gateway listening');
       return { mcpUrl, adminUrl };
     },
@@ -113,9 +123,10 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     },
     async close() {
       draining = true;
+      clearInterval(secretRefresh);
       const graceMs = config.shutdown.graceMs;
       // Open streams would hold the listener open forever: end them first, the clients reconnect.
-      streams.endAll();
+      open.endAll();
       const closing = mcp.close();
       // A keep-alive connection goes idle when its in-flight request ends; close it then. Node
       // does not count a connection that never sent a byte as idle: close those too.

@@ -27,9 +27,9 @@ type Path = readonly (string | number)[];
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true });
 const validate = ajv.compile<Config>(ConfigSchema);
 
-/** Which file to read: `--config FILE`, else `MCP_GATEWAY_CONFIG`, else the default. */
+/** Which file to read: `--config FILE`, else `MCP_GATEWAY_CONFIG` (when not empty), else the default. */
 export function configFileFrom(flag: string | undefined, env: NodeJS.ProcessEnv): string {
-  return flag ?? env['MCP_GATEWAY_CONFIG'] ?? DEFAULT_CONFIG_FILE;
+  return flag ?? (env['MCP_GATEWAY_CONFIG'] || DEFAULT_CONFIG_FILE);
 }
 
 export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): Config {
@@ -51,8 +51,13 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
   const syntax = [...doc.errors, ...doc.warnings].map((e) => `${file}${at(e.pos[0])}: ${e.message.split('\n')[0]}`);
   if (doc.errors.length > 0) throw new ConfigError(file, syntax, 'GW_CONFIG_UNREADABLE');
 
-  const problems: string[] = [];
-  const unset = interpolate(doc, env, (node, message) => problems.push(`${file}${at(node.range?.[0])}: ${message}`));
+  // Kept with their offsets and reported in file order, whichever check found them.
+  const found: { offset: number; text: string }[] = [];
+  const problem = (node: Node | undefined, path: Path, message: string) => {
+    const offset = node?.range?.[0];
+    found.push({ offset: offset ?? -1, text: `${file}${at(offset)}: ${formatPath(path)}: ${message}` });
+  };
+  const unset = interpolate(doc, env, problem);
 
   const value = doc.toJS() ?? {};
   if (typeof value !== 'object' || Array.isArray(value)) {
@@ -63,16 +68,18 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
   if (!validate(value)) {
     for (const error of validate.errors ?? []) {
       const { path, message } = describeError(error);
-      const node = nodeAt(doc, path);
       const note = unset.get(pathKey(path));
-      problems.push(`${file}${at(node?.range?.[0])}: ${formatPath(path)}: ${message}${note ? ` (${note} is not set)` : ''}`);
-    }
-  } else {
-    for (const { path, message } of semanticProblems(value)) {
-      problems.push(`${file}${at(nodeAt(doc, path)?.range?.[0])}: ${formatPath(path)}: ${message}`);
+      problem(nodeAt(doc, path), path, `${message}${note ? ` (${note} is not set)` : ''}`);
     }
   }
-  if (problems.length > 0) throw new ConfigError(file, problems);
+  // Also when the schema failed elsewhere: every problem of the file is reported at once.
+  for (const { path, message, near } of semanticProblems(value)) {
+    problem(nodeAt(doc, near && !doc.hasIn(path) ? near : path), path, message);
+  }
+  if (found.length > 0) {
+    const problems = found.sort((a, b) => a.offset - b.offset).map((p) => p.text);
+    throw new ConfigError(file, problems);
+  }
   return deepFreeze(value as Config);
 }
 
@@ -86,7 +93,7 @@ const WHOLE_VARIABLE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$/;
  * that optional keys such as `cursor.secret: ${MCP_GATEWAY_CURSOR_SECRET}` simply stay unset.
  * `$${` stands for a literal `${`. Returns the key paths left unset, to explain "is required".
  */
-function interpolate(doc: Document, env: NodeJS.ProcessEnv, problem: (node: Node, message: string) => void) {
+function interpolate(doc: Document, env: NodeJS.ProcessEnv, problem: (node: Node, path: Path, message: string) => void) {
   const unset = new Map<string, string>();
   visit(doc, {
     Scalar(_key, node, ancestors) {
@@ -107,7 +114,7 @@ function interpolate(doc: Document, env: NodeJS.ProcessEnv, problem: (node: Node
         if (name === undefined) return '${';
         const raw = env[name] || fallback;
         if (raw === undefined) {
-          problem(node, `\${${name}} is not set and has no default (write \${${name}:-default})`);
+          problem(node, pathOf(ancestors, node), `\${${name}} is not set and has no default (write \${${name}:-default})`);
           return match;
         }
         return raw;
@@ -171,39 +178,67 @@ function describeError(error: ErrorObject): { path: Path; message: string } {
       return { path, message: `expected ${String(params['type'])}` };
     case 'pattern':
       return { path, message: `expected a string matching ${String(params['pattern'])}` };
+    case 'minLength':
+      return { path, message: `expected at least ${String(params['limit'])} characters` };
+    case 'minimum':
+      return { path, message: `expected at least ${String(params['limit'])}` };
+    case 'maximum':
+      return { path, message: `expected at most ${String(params['limit'])}` };
+    case 'minItems':
+      return { path, message: `expected at least ${String(params['limit'])} item(s)` };
     default:
       return { path, message: `expected a value that ${error.message ?? 'validates'}` };
   }
 }
 
-/** What the schema cannot say: ids and URLs unique, the two listeners apart. */
-function semanticProblems(config: Config): { path: Path; message: string }[] {
-  const problems: { path: Path; message: string }[] = [];
+/**
+ * What the schema cannot say: ids and URLs unique, URLs parseable, the two listeners apart. It runs
+ * on a value that may have failed the schema, so it reads only the parts of the right shape, and
+ * leaves a value the schema already rejected (a URL without http://) to the schema's message.
+ */
+function semanticProblems(config: Record<string, unknown>): { path: Path; message: string; near?: Path }[] {
+  const problems: { path: Path; message: string; near?: Path }[] = [];
   const seen = new Map<string, number>();
-  config.replicas.forEach((replica, i) => {
+  const replicas = Array.isArray(config['replicas']) ? (config['replicas'] as unknown[]) : [];
+  replicas.forEach((replica, i) => {
+    if (!isRecord(replica)) return;
     for (const key of ['id', 'url'] as const) {
-      const first = seen.get(`${key}:${replica[key]}`);
+      const value = replica[key];
+      if (typeof value !== 'string') continue;
+      const first = seen.get(`${key}:${value}`);
       if (first !== undefined) {
         problems.push({ path: ['replicas', i, key], message: `duplicates replicas[${first}].${key}` });
-      } else seen.set(`${key}:${replica[key]}`, i);
+      } else seen.set(`${key}:${value}`, i);
     }
-    try {
-      new URL(replica.url);
-    } catch {
+    const url = replica['url'];
+    if (typeof url === 'string' && /^https?:\/\//.test(url) && !URL.canParse(url)) {
       problems.push({ path: ['replicas', i, 'url'], message: 'expected an absolute http(s) URL' });
     }
   });
-  if (config.listen.port !== 0 && config.listen.port === config.admin.port && config.listen.host === config.admin.host) {
-    problems.push({ path: ['admin', 'port'], message: 'must differ from listen.port (metrics never share the MCP listener)' });
+  const { listen, admin, store } = config;
+  if (
+    isRecord(listen) &&
+    isRecord(admin) &&
+    typeof listen['port'] === 'number' &&
+    listen['port'] !== 0 &&
+    listen['port'] === admin['port'] &&
+    listen['host'] === admin['host']
+  ) {
+    // Where the file does not set admin.port, the line to show is the listen.port that clashes with its default.
+    problems.push({
+      path: ['admin', 'port'],
+      near: ['listen', 'port'],
+      message: 'must differ from listen.port (metrics never share the MCP listener)',
+    });
   }
-  if (config.store.type === 'redis') {
-    try {
-      new URL(config.store.url);
-    } catch {
-      problems.push({ path: ['store', 'url'], message: 'expected a redis:// or rediss:// URL' });
-    }
+  if (isRecord(store) && store['type'] === 'redis' && typeof store['url'] === 'string' && /^rediss?:\/\//.test(store['url']) && !URL.canParse(store['url'])) {
+    problems.push({ path: ['store', 'url'], message: 'expected a redis:// or rediss:// URL' });
   }
   return problems;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /** The node for a key path, or the nearest ancestor that exists (for a missing key). */

@@ -131,6 +131,23 @@ export const ConfigSchema = Type.Object(
           description: 'signal: answer a stream that cannot continue as a new stream with a notification; reject: 410',
         }),
         replayTimeoutMs: Millis('how long the owner may take to replay the events after a cursor', 5000),
+        recordRetryMs: Millis(
+          "how long an open stream waits for the store to record its events (the replica is held meanwhile); then it ends and the client reconnects. Events never leave unrecorded",
+          5000,
+          0,
+        ),
+        recordedEvents: Type.Integer({
+          minimum: 16,
+          default: 1024,
+          description:
+            'positions kept per stream: a cursor older than the last this many events of its stream is unknown_stream',
+        }),
+        replayBufferBytes: Type.Integer({
+          minimum: 65536,
+          default: 8 * 1024 * 1024,
+          description:
+            'largest replay held back while it is checked (nothing is sent before every replayed event is verified); a larger one is a gap',
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -1,11 +1,24 @@
 /**
  * The memory store: one gateway process, no Redis. Records carry an expiry time on an injected
  * clock, so tests advance time instead of sleeping. An expired record is invisible at once; the
- * periodic sweep only reclaims its memory.
+ * periodic sweep only reclaims its memory. Every operation runs to completion without awaiting,
+ * so each is as atomic as a Lua script in the Redis store.
  */
 
 import { StoreError } from '../errors.js';
-import type { NewSession, SessionRecord, SessionState, Store } from './types.js';
+import type {
+  EventBatch,
+  IncarnationKind,
+  IncarnationRecord,
+  IncarnationView,
+  JsonRpcId,
+  NewIncarnation,
+  NewSession,
+  RecordResult,
+  SessionRecord,
+  SessionState,
+  Store,
+} from './types.js';
 
 export interface MemoryStoreOptions {
   /** Milliseconds since the epoch; tests pass a clock they can advance. */
@@ -17,6 +30,22 @@ export interface MemoryStoreOptions {
 interface Entry {
   record: SessionRecord;
   expiresAt: number;
+  /** The session's current GET incarnation (E4). */
+  getInc?: string;
+}
+
+interface IncarnationEntry {
+  readonly sessionId: string;
+  readonly owner: string;
+  readonly kind: IncarnationKind;
+  state: 'open' | 'closed';
+  head: number;
+  base: number;
+  attach: number;
+  pending: JsonRpcId[];
+  /** Upstream ids of positions base..head (index = seq - base); position 0 has none. */
+  ids: (string | null)[];
+  expiresAt: number;
 }
 
 const DEFAULT_SWEEP_INTERVAL_MS = 30_000;
@@ -25,6 +54,9 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   const now = opts.now ?? Date.now;
   const sessions = new Map<string, Entry>();
   const epochs = new Map<string, string>();
+  /** Keyed by incarnationKey(sessionId, incarnationId): an incarnation belongs to its session. */
+  const incarnations = new Map<string, IncarnationEntry>();
+  let secret: string | undefined;
   let closed = false;
 
   // Unref'd so that an open store never keeps the process alive on its own.
@@ -36,6 +68,9 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     for (const [id, entry] of sessions) {
       if (entry.expiresAt <= t) sessions.delete(id);
     }
+    for (const [key, entry] of incarnations) {
+      if (entry.expiresAt <= t) incarnations.delete(key);
+    }
   }
 
   /** The live entry for `sessionId`, dropping it first if it has expired. */
@@ -44,6 +79,16 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     if (entry === undefined) return undefined;
     if (entry.expiresAt > now()) return entry;
     sessions.delete(sessionId);
+    return undefined;
+  }
+
+  /** The live incarnation, dropping it first if it has expired. */
+  function liveIncarnation(sessionId: string, incarnationId: string): IncarnationEntry | undefined {
+    const key = incarnationKey(sessionId, incarnationId);
+    const entry = incarnations.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt > now()) return entry;
+    incarnations.delete(key);
     return undefined;
   }
 
@@ -99,6 +144,103 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       return next;
     },
 
+    async openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void> {
+      open('openIncarnation');
+      const { id, sessionId } = incarnation;
+      // Reopening would restart the numbering and issue the same cursors twice (E2, E3).
+      if (liveIncarnation(sessionId, id) !== undefined) {
+        throw new StoreError('openIncarnation', { cause: new Error(`incarnation ${id} is already recorded`) });
+      }
+      incarnations.set(incarnationKey(sessionId, id), {
+        sessionId,
+        owner: incarnation.owner,
+        kind: incarnation.kind,
+        state: 'open',
+        head: 0,
+        base: 0,
+        attach: 1,
+        pending: [...(incarnation.pending ?? [])],
+        ids: [null],
+        expiresAt: now() + ttlMs,
+      });
+      if (incarnation.supersede) {
+        const session = live(sessionId);
+        if (session !== undefined) session.getInc = id;
+      }
+    },
+
+    async attachIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<number | null> {
+      open('attachIncarnation');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined) return null;
+      entry.attach += 1;
+      entry.expiresAt = now() + ttlMs;
+      return entry.attach;
+    },
+
+    async recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
+      open('recordEvents');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined) return 'missing';
+      // A closed incarnation promised that nothing follows; a stale writer must not break that.
+      if (entry.state !== 'open' || batch.attach !== entry.attach) return 'stale';
+      if (batch.fromSeq !== entry.head + 1) return alreadyRecorded(entry, batch) ? 'ok' : 'stale';
+      for (const id of batch.upstreamIds) entry.ids.push(id === '' ? null : id);
+      entry.head += batch.upstreamIds.length;
+      for (const id of batch.responded) {
+        // One response settles one request: === keeps 1 and "1" apart, as JSON-RPC does.
+        const index = entry.pending.indexOf(id);
+        if (index !== -1) entry.pending.splice(index, 1);
+      }
+      const excess = entry.ids.length - keptPositions(maxPositions);
+      if (excess > 0) {
+        entry.ids.splice(0, excess);
+        entry.base += excess;
+      }
+      entry.expiresAt = now() + ttlMs;
+      return 'ok';
+    },
+
+    async readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null> {
+      open('readIncarnation');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined) return null;
+      const record: IncarnationRecord = Object.freeze({
+        id: incarnationId,
+        sessionId: entry.sessionId,
+        owner: entry.owner,
+        kind: entry.kind,
+        state: entry.state,
+        head: entry.head,
+        base: entry.base,
+        attach: entry.attach,
+        pending: Object.freeze([...entry.pending]),
+      });
+      const currentGet = live(sessionId)?.getInc;
+      const recorded = Number.isSafeInteger(afterSeq) && afterSeq >= entry.base && afterSeq <= entry.head;
+      if (!recorded) return { record, currentGet, after: [], at: undefined };
+      const index = afterSeq - entry.base;
+      return { record, currentGet, after: entry.ids.slice(index + 1), at: entry.ids[index] };
+    },
+
+    async closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
+      open('closeIncarnation');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry !== undefined) entry.state = 'closed';
+    },
+
+    async touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void> {
+      open('touchIncarnation');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry !== undefined) entry.expiresAt = now() + ttlMs;
+    },
+
+    async agreeSecret(candidate: string): Promise<string> {
+      open('agreeSecret');
+      secret ??= candidate;
+      return secret;
+    },
+
     async ping(): Promise<void> {
       open('ping');
     },
@@ -108,4 +250,20 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       clearInterval(sweeper);
     },
   };
+}
+
+function incarnationKey(sessionId: string, incarnationId: string): string {
+  return JSON.stringify([sessionId, incarnationId]);
+}
+
+/** The head is always kept, whatever the limit: the newest cursor must stay resumable. */
+function keptPositions(maxPositions: number): number {
+  return Math.max(1, Math.floor(maxPositions));
+}
+
+/** A retried batch that did land the first time: the same ids at the same positions. */
+function alreadyRecorded(entry: { base: number; head: number; ids: (string | null)[] }, batch: EventBatch): boolean {
+  const { fromSeq, upstreamIds } = batch;
+  if (fromSeq < entry.base || fromSeq + upstreamIds.length - 1 > entry.head) return false;
+  return upstreamIds.every((id, i) => entry.ids[fromSeq - entry.base + i] === (id === '' ? null : id));
 }

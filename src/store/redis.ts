@@ -8,7 +8,18 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { GatewayError, StoreError } from '../errors.js';
-import type { NewSession, SessionRecord, SessionState, Store } from './types.js';
+import type {
+  EventBatch,
+  IncarnationRecord,
+  IncarnationView,
+  JsonRpcId,
+  NewIncarnation,
+  NewSession,
+  RecordResult,
+  SessionRecord,
+  SessionState,
+  Store,
+} from './types.js';
 
 export interface RedisStoreOptions {
   url: string;
@@ -53,12 +64,182 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return ARGV[3]
 `;
 
+/*
+ * Incarnations. The record is a hash (sessionId, owner, kind, state, head, base, attach, pending)
+ * and its positions a list of the upstream ids of positions base..head, index = seq - base, ''
+ * standing for null (position 0, and events the gateway made: an empty upstream id is no id).
+ * Both keys always get the same TTL in the same script, so they live and die together; a record
+ * whose list does not hold head - base + 1 entries (one key evicted without the other) counts as
+ * not recorded, because its positions can no longer be trusted.
+ */
+
+/** Lua shared by the incarnation scripts. */
+const INCARNATION_LUA_PRELUDE = `
+local function recorded(head, base)
+  return head ~= nil and base ~= nil and redis.call('LLEN', KEYS[2]) == head - base + 1
+end
+`;
+
+/**
+ * Creates an incarnation, and makes it the session's current GET when asked and the session
+ * exists; refuses an id that is recorded already. KEYS: incarnation, positions, session.
+ * ARGV: incarnationId, sessionId, owner, kind, pending (JSON), supersede ('1' or '0'), ttlMs.
+ */
+const OPEN_INCARNATION_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'sessionId', ARGV[2], 'owner', ARGV[3], 'kind', ARGV[4], 'state', 'open',
+  'head', 0, 'base', 0, 'attach', 1, 'pending', ARGV[5])
+redis.call('RPUSH', KEYS[2], '')
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+if ARGV[6] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HSET', KEYS[3], 'getInc', ARGV[1])
+end
+return 1
+`;
+
+/** Bumps and returns attach, extending the TTL; false when not recorded. KEYS: incarnation, positions. ARGV: ttlMs. */
+const ATTACH_INCARNATION_LUA = `${INCARNATION_LUA_PRELUDE}
+local m = redis.call('HMGET', KEYS[1], 'head', 'base')
+if not recorded(tonumber(m[1]), tonumber(m[2])) then return false end
+local attach = redis.call('HINCRBY', KEYS[1], 'attach', 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return attach
+`;
+
+/**
+ * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
+ * requests, trims to maxPositions and extends the TTL. KEYS: incarnation, positions.
+ * ARGV: attach, fromSeq, maxPositions, ttlMs, k, then k responded ids (each as JSON), then the
+ * upstream ids ('' for null).
+ *
+ * Pending ids are compared as the JSON text that JSON.stringify wrote, never decoded: cjson would
+ * round large numbers, and 1 and "1" are different ids. The pending array is written by
+ * JSON.stringify (no whitespace, strings and numbers only), which is what elements() splits.
+ */
+const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}
+local function elements(json)
+  local out, i = {}, 2
+  while i < #json do
+    local j
+    if string.sub(json, i, i) == '"' then
+      j = i + 1
+      while true do
+        j = string.find(json, '["\\\\]', j)
+        if string.sub(json, j, j) == '"' then break end
+        j = j + 2
+      end
+    else
+      j = (string.find(json, ',', i, true) or #json) - 1
+    end
+    out[#out + 1] = string.sub(json, i, j)
+    i = j + 2
+  end
+  return out
+end
+
+local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending')
+local head, base = tonumber(m[2]), tonumber(m[3])
+if not recorded(head, base) then return 'missing' end
+local k = tonumber(ARGV[5])
+local first = 6 + k
+local from = tonumber(ARGV[2])
+if m[1] ~= 'open' or tonumber(m[4]) ~= tonumber(ARGV[1]) then return 'stale' end
+if from ~= head + 1 then
+  -- A retry of a batch that did land (its first attempt timed out on the client) is 'ok'.
+  local n = #ARGV - first + 1
+  if from < base or from + n - 1 > head then return 'stale' end
+  local have = redis.call('LRANGE', KEYS[2], from - base, from - base + n - 1)
+  for i = 1, n do
+    if have[i] ~= ARGV[first + i - 1] then return 'stale' end
+  end
+  return 'ok'
+end
+
+-- In chunks: unpack() of too many values overflows the Lua stack.
+for i = first, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+head = head + #ARGV - first + 1
+
+local pending = m[5]
+if k > 0 then
+  local kept = elements(pending)
+  -- One response settles one request (a multiset, like the requests themselves).
+  for r = 6, 5 + k do
+    for p = 1, #kept do
+      if kept[p] == ARGV[r] then
+        table.remove(kept, p)
+        break
+      end
+    end
+  end
+  pending = '[' .. table.concat(kept, ',') .. ']'
+end
+
+local max = tonumber(ARGV[3])
+if head - base + 1 > max then
+  redis.call('LTRIM', KEYS[2], -max, -1)
+  base = head - max + 1
+end
+redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 'ok'
+`;
+
+/**
+ * The record, the session's current GET, and the upstream ids of positions afterSeq..head when
+ * afterSeq is recorded (none otherwise); false when the incarnation is not recorded.
+ * KEYS: incarnation, positions, session. ARGV: afterSeq.
+ */
+const READ_INCARNATION_LUA = `${INCARNATION_LUA_PRELUDE}
+local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending')
+local head, base = tonumber(m[5]), tonumber(m[6])
+if not recorded(head, base) then return false end
+local seq = tonumber(ARGV[1])
+local ids = {}
+if seq >= base and seq <= head then ids = redis.call('LRANGE', KEYS[2], seq - base, -1) end
+return { m, redis.call('HGET', KEYS[3], 'getInc'), ids }
+`;
+
+/** Marks a recorded incarnation closed, leaving its TTL. KEYS: incarnation. */
+const CLOSE_INCARNATION_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'state', 'closed') end
+return 0
+`;
+
+/** Extends both keys of an incarnation (nothing if it is not recorded). KEYS: incarnation, positions. ARGV: ttlMs. */
+const TOUCH_INCARNATION_LUA = `
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 0
+`;
+
+/** The first candidate ever set wins; no TTL, so it lives as long as the dataset. KEYS: secret. ARGV: candidate. */
+const AGREE_SECRET_LUA = `
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+`;
+
 /** The client once the scripts are defined on it (defineCommand adds these methods at run time). */
 interface ScriptedRedis extends Redis {
   gwBindSession(key: string, sessionId: string, owner: string, ownerEpoch: string, createdAt: number, idleTtlMs: number): Promise<number>;
   gwTouchSession(key: string, idleTtlMs: number): Promise<(string | null)[] | null>;
   gwEndSession(key: string, state: string, tombstoneTtlMs: number): Promise<number>;
   gwRetireReplicaEpoch(key: string, replicaId: string, expected: string, next: string): Promise<string>;
+  gwOpenIncarnation(
+    incKey: string, posKey: string, session: string,
+    incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number,
+  ): Promise<number>;
+  gwAttachIncarnation(incKey: string, posKey: string, ttlMs: number): Promise<number | null>;
+  gwRecordEvents(incKey: string, posKey: string, ...args: (string | number)[]): Promise<string>;
+  gwReadIncarnation(incKey: string, posKey: string, session: string, afterSeq: number): Promise<unknown>;
+  gwCloseIncarnation(incKey: string): Promise<number>;
+  gwTouchIncarnation(incKey: string, posKey: string, ttlMs: number): Promise<number>;
+  gwAgreeSecret(key: string, candidate: string): Promise<string>;
 }
 
 /**
@@ -66,8 +247,32 @@ interface ScriptedRedis extends Redis {
  * may contain braces, which would move the tag and split one session's keys across cluster slots.
  */
 export function sessionKey(keyPrefix: string, sessionId: string): string {
-  const tag = createHash('sha1').update(sessionId).digest('base64url');
-  return `${keyPrefix}:{${tag}}:session`;
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:session`;
+}
+
+/**
+ * The record of an incarnation, in its session's slot, so that one script can update both. The
+ * id comes last and raw: braces after the tag do not move it.
+ */
+export function incarnationKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:inc:${incarnationId}`;
+}
+
+/**
+ * The positions of an incarnation. Not `inc:<id>:ids`: an incarnation whose id ends in `:ids`
+ * would then share a key with another one's positions.
+ */
+export function positionsKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:pos:${incarnationId}`;
+}
+
+/** The fleet's cursor secret (E2). */
+export function secretKey(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:cursor-secret`;
+}
+
+function sessionTag(sessionId: string): string {
+  return createHash('sha1').update(sessionId).digest('base64url');
 }
 
 /** The one hash that holds every replica's fleet epoch. */
@@ -105,6 +310,13 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   client.defineCommand('gwTouchSession', { numberOfKeys: 1, lua: TOUCH_SESSION_LUA });
   client.defineCommand('gwEndSession', { numberOfKeys: 1, lua: END_SESSION_LUA });
   client.defineCommand('gwRetireReplicaEpoch', { numberOfKeys: 1, lua: RETIRE_REPLICA_EPOCH_LUA });
+  client.defineCommand('gwOpenIncarnation', { numberOfKeys: 3, lua: OPEN_INCARNATION_LUA });
+  client.defineCommand('gwAttachIncarnation', { numberOfKeys: 2, lua: ATTACH_INCARNATION_LUA });
+  client.defineCommand('gwRecordEvents', { numberOfKeys: 2, lua: RECORD_EVENTS_LUA });
+  client.defineCommand('gwReadIncarnation', { numberOfKeys: 3, lua: READ_INCARNATION_LUA });
+  client.defineCommand('gwCloseIncarnation', { numberOfKeys: 1, lua: CLOSE_INCARNATION_LUA });
+  client.defineCommand('gwTouchIncarnation', { numberOfKeys: 2, lua: TOUCH_INCARNATION_LUA });
+  client.defineCommand('gwAgreeSecret', { numberOfKeys: 1, lua: AGREE_SECRET_LUA });
 
   let attempt: Promise<void> | null = null;
 
@@ -139,6 +351,10 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   }
 
   const key = (sessionId: string): string => sessionKey(opts.keyPrefix, sessionId);
+  const incKeys = (sessionId: string, incarnationId: string): [string, string] => [
+    incarnationKey(opts.keyPrefix, sessionId, incarnationId),
+    positionsKey(opts.keyPrefix, sessionId, incarnationId),
+  ];
 
   return {
     kind: 'redis',
@@ -169,6 +385,71 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     retireReplicaEpoch(replicaId: string, expected: string, next: string): Promise<string> {
       return run('retireReplicaEpoch', () => client.gwRetireReplicaEpoch(epochsKey(opts.keyPrefix), replicaId, expected, next));
+    },
+
+    openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void> {
+      return run('openIncarnation', async () => {
+        const { id, sessionId, owner, kind } = incarnation;
+        const opened = await client.gwOpenIncarnation(
+          ...incKeys(sessionId, id),
+          key(sessionId),
+          id,
+          sessionId,
+          owner,
+          kind,
+          JSON.stringify(incarnation.pending ?? []),
+          incarnation.supersede ? '1' : '0',
+          ttlMs,
+        );
+        // Reopening would restart the numbering and issue the same cursors twice (E2, E3).
+        if (opened !== 1) throw new Error(`incarnation ${id} is already recorded`);
+      });
+    },
+
+    attachIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<number | null> {
+      return run('attachIncarnation', () => client.gwAttachIncarnation(...incKeys(sessionId, incarnationId), ttlMs));
+    },
+
+    recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
+      return run('recordEvents', async () => {
+        const result = await client.gwRecordEvents(
+          ...incKeys(sessionId, incarnationId),
+          batch.attach,
+          batch.fromSeq,
+          Math.max(1, Math.floor(maxPositions)),
+          ttlMs,
+          batch.responded.length,
+          ...batch.responded.map((id) => JSON.stringify(id)),
+          ...batch.upstreamIds.map((id) => id ?? ''),
+        );
+        if (result !== 'ok' && result !== 'stale' && result !== 'missing') throw new Error(`unexpected reply: ${String(result)}`);
+        return result;
+      });
+    },
+
+    readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null> {
+      return run('readIncarnation', async () => {
+        // Anything but a safe integer is below every base: a position that is not recorded.
+        const seq = Number.isSafeInteger(afterSeq) ? afterSeq : -1;
+        const reply = await client.gwReadIncarnation(...incKeys(sessionId, incarnationId), key(sessionId), seq);
+        return reply === null ? null : toView(incarnationId, reply);
+      });
+    },
+
+    closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
+      return run('closeIncarnation', async () => {
+        await client.gwCloseIncarnation(incarnationKey(opts.keyPrefix, sessionId, incarnationId));
+      });
+    },
+
+    touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void> {
+      return run('touchIncarnation', async () => {
+        await client.gwTouchIncarnation(...incKeys(sessionId, incarnationId), ttlMs);
+      });
+    },
+
+    agreeSecret(candidate: string): Promise<string> {
+      return run('agreeSecret', () => client.gwAgreeSecret(secretKey(opts.keyPrefix), candidate));
     },
 
     ping(): Promise<void> {
@@ -207,4 +488,34 @@ function toRecord(fields: (string | null)[]): SessionRecord {
     throw new Error(`malformed session record: ${JSON.stringify(fields)}`);
   }
   return { sessionId, owner, ownerEpoch, state, createdAt: created };
+}
+
+const isJsonRpcId = (id: unknown): id is JsonRpcId => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
+const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
+
+/** READ_INCARNATION_LUA's reply; anything unexpected is a store failure, not an incarnation. */
+function toView(id: string, reply: unknown): IncarnationView {
+  if (!Array.isArray(reply) || reply.length !== 3) throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
+  const [fields, currentGet, ids] = reply as [unknown, unknown, unknown];
+  if (!isStringArray(fields) || !isStringArray(ids) || (currentGet !== null && typeof currentGet !== 'string')) {
+    throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
+  }
+  const [sessionId, owner, kind, state, head, base, attach, pending] = fields;
+  const numbers = [head, base, attach].map(Number);
+  const pendingIds: unknown = pending === undefined ? undefined : JSON.parse(pending);
+  if (
+    sessionId === undefined ||
+    owner === undefined ||
+    (kind !== 'get' && kind !== 'post') ||
+    (state !== 'open' && state !== 'closed') ||
+    !numbers.every(Number.isSafeInteger) ||
+    !Array.isArray(pendingIds) ||
+    !pendingIds.every(isJsonRpcId)
+  ) {
+    throw new Error(`malformed incarnation record: ${JSON.stringify(fields)}`);
+  }
+  const [h, b, a] = numbers as [number, number, number];
+  const record: IncarnationRecord = { id, sessionId, owner, kind, state, head: h, base: b, attach: a, pending: pendingIds };
+  const positions = ids.map((upstreamId) => (upstreamId === '' ? null : upstreamId));
+  return { record, currentGet: currentGet ?? undefined, at: positions[0], after: positions.slice(1) };
 }

@@ -27,6 +27,69 @@ export interface NewSession {
   readonly ownerEpoch: string;
 }
 
+/** A JSON-RPC request id, as the client sent it. */
+export type JsonRpcId = string | number;
+
+export type IncarnationKind = 'get' | 'post';
+
+/**
+ * One SSE stream as the gateway saw it begin (CONTRACT.md §4, §5): owned by the replica that
+ * produced it, numbered by the gateway. Position `seq` is the event that carried cursor `seq`;
+ * seq 0 is the position before the first event and is never a cursor.
+ */
+export interface IncarnationRecord {
+  readonly id: string;
+  readonly sessionId: string;
+  /** Replica id of the owner. */
+  readonly owner: string;
+  readonly kind: IncarnationKind;
+  /** open: may go on; closed: the gateway ended it on purpose and nothing will follow. */
+  readonly state: 'open' | 'closed';
+  /** The last sequence number issued (0 before the first event). */
+  readonly head: number;
+  /** The lowest position still recorded; positions base..head have their upstream ids. */
+  readonly base: number;
+  /** Bumped by every attachment (the first stream and each continuation): only the newest records. */
+  readonly attach: number;
+  /** POST streams: the request ids whose responses have not been forwarded yet. */
+  readonly pending: readonly JsonRpcId[];
+}
+
+export interface NewIncarnation {
+  readonly id: string;
+  readonly sessionId: string;
+  readonly owner: string;
+  readonly kind: IncarnationKind;
+  /** POST streams: the ids of the JSON-RPC requests in the body. */
+  readonly pending?: readonly JsonRpcId[];
+  /** E4: a GET opened without Last-Event-ID supersedes the session's earlier GET incarnations. */
+  readonly supersede: boolean;
+}
+
+export interface EventBatch {
+  /** The attachment that writes: a batch of a stale attachment is refused. */
+  readonly attach: number;
+  /** Must be head + 1: sequence numbers are never issued twice (E2, E3). */
+  readonly fromSeq: number;
+  /** Upstream id of each event from fromSeq on; null for an event the gateway made itself. */
+  readonly upstreamIds: readonly (string | null)[];
+  /** Request ids whose responses are in this batch. */
+  readonly responded: readonly JsonRpcId[];
+}
+
+export type RecordResult = 'ok' | 'stale' | 'missing';
+
+/** What a resumption needs to know about a cursor's incarnation, read in one step. */
+export interface IncarnationView {
+  readonly record: IncarnationRecord;
+  /** The session's newest GET incarnation (E4), if any. */
+  readonly currentGet: string | undefined;
+  /** Upstream ids of positions after..head, in order (null: made by the gateway). */
+  readonly after: readonly (string | null)[];
+  /** Upstream id at position `after` itself; undefined when that position is not recorded. */
+  readonly at: string | null | undefined;
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
 
@@ -58,6 +121,42 @@ export interface Store {
    * gateways declaring the same replica gone at once retire its epoch only once.
    */
   retireReplicaEpoch(replicaId: string, expected: string, next: string): Promise<string>;
+
+  /**
+   * Records a new incarnation (attach 1, head 0, open) that expires with `ttlMs` of inactivity,
+   * and, when `supersede`, makes it the session's current GET incarnation, in one atomic step.
+   */
+  openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void>;
+
+  /**
+   * A continuation attaches a new connection to an incarnation: bumps and returns `attach`, so
+   * that batches from the previous connection are refused from now on. Null when not recorded.
+   */
+  attachIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<number | null>;
+
+  /**
+   * Appends a batch of positions atomically: only when `attach` is current and `fromSeq` is
+   * head + 1. Keeps at most `maxPositions` positions (the oldest go, raising base). Extends the
+   * incarnation's TTL. 'stale': another attachment or a lost race; 'missing': not recorded.
+   * Idempotent: a batch that already landed (the same ids at the same positions, for the current
+   * attachment) is 'ok' again, so that a write retried after a timeout does not end its stream.
+   */
+  recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult>;
+
+  /** The incarnation, the session's current GET, and the positions after `afterSeq`. */
+  readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null>;
+
+  /** Marks an incarnation closed (ended on purpose); unknown ones are ignored. */
+  closeIncarnation(sessionId: string, incarnationId: string): Promise<void>;
+
+  /** Extends an open stream's incarnation, so that it lives as long as its session. */
+  touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void>;
+
+  /**
+   * The fleet's cursor secret: the first candidate ever offered wins, and every later call
+   * returns it (E2: gateways sharing a store agree on one when none is configured).
+   */
+  agreeSecret(candidate: string): Promise<string>;
 
   /** Resolves when the store answers; rejects with a StoreError otherwise. */
   ping(): Promise<void>;

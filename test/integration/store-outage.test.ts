@@ -38,6 +38,7 @@ t.test('Redis stopped: 503 with Retry-After in under 2 s; restarted empty: back 
   const gw = await startGateway(t, {
     store: { type: 'redis', url: redis.url },
     replicas: [{ id: replica!.id, url: replica!.url }],
+    resumption: { recordRetryMs: 300 },
   });
   const sessionId = await rawSession(gw.url);
   const stream = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
@@ -65,12 +66,12 @@ t.test('Redis stopped: 503 with Retry-After in under 2 s; restarted empty: back 
   t.match(await ready.json(), { ready: false, reasons: ['the store does not answer'] });
   t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total')) >= 2, 'store errors counted');
 
-  // The open stream does not need the store: a tool that logs to the GET stream still reaches it.
+  // An event cannot leave without its record (E5): past resumption.recordRetryMs the open stream
+  // ends cleanly, without the event, and the client will resume it once the store is back.
   const direct = await post(replica!.url, toolCallBody('emit', { count: 1, intervalMs: 1 }), { 'mcp-session-id': sessionId });
   t.equal(direct.status, 200);
   await direct.text();
-  t.match(await events.next(), /notifications\/message/, 'the open stream kept flowing during the outage');
-  await events.cancel();
+  t.equal(await events.next(), undefined, 'the stream ended, and no event left unrecorded');
 
   await redis.restart({ keepData: false });
   t.ok(await eventually(async () => (await fetch(`${gw.adminUrl}/readyz`)).status === 200), 'ready again without a restart');
@@ -101,8 +102,14 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
     replicas: [{ id: replica!.id, url: replica!.url }],
   });
   const sessionId = await rawSession(gw.url);
+  const stream = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
+  const events = new SseReader(stream.body!);
   redis.pause();
   t.teardown(() => redis.resume());
+  // An event emitted while the store is blocked is held (the replica waits), not dropped.
+  const direct = await post(replica!.url, toolCallBody('emit', { count: 1, intervalMs: 1 }), { 'mcp-session-id': sessionId });
+  await direct.text();
+  const held = events.next();
   const [blocked, ms] = await timed(() => post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId }));
   t.equal(blocked.status, 503);
   t.equal(blocked.headers.get('retry-after'), '1');
@@ -110,6 +117,8 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
   await blocked.text();
   t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total', { op: 'touchSession' })) >= 1, 'counted for touchSession');
   redis.resume();
+  t.match(await held, /id: 1\..+\n(.|\n)*notifications\/message/, 'the held event arrived with its cursor once the store answered');
+  await events.cancel();
   t.ok(
     await eventually(async () => (await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })).status === 200),
     'service came back once Redis answered again',

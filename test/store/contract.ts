@@ -5,7 +5,7 @@
  */
 
 import type { Test } from 'tap';
-import type { Store } from '../../src/store/types.js';
+import type { EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, Store } from '../../src/store/types.js';
 
 export interface StoreHarness {
   readonly store: Store;
@@ -182,6 +182,8 @@ export function storeContract(t: Test, name: string, makeHarness: () => Promise<
     }
   });
 
+  incarnationContract(test, tickUntil);
+
   test('ping resolves', async (t, h) => {
     await t.resolves(h.store.ping());
   });
@@ -194,6 +196,348 @@ export function storeContract(t: Test, name: string, makeHarness: () => Promise<
   });
 }
 
+type ContractTest = (title: string, body: (t: Test, h: StoreHarness) => Promise<void>) => void;
+type TickUntil = (t: Test, h: StoreHarness, what: string, done: () => Promise<boolean>) => Promise<void>;
+
+/** Generous enough that no test records past it unless it means to. */
+const MANY_POSITIONS = 10_000;
+
+const incarnation = (
+  id: string,
+  opts: { sessionId?: string; kind?: IncarnationKind; supersede?: boolean; pending?: JsonRpcId[]; owner?: string } = {},
+): NewIncarnation => ({
+  id,
+  sessionId: opts.sessionId ?? 's1',
+  owner: opts.owner ?? 'r1',
+  kind: opts.kind ?? 'get',
+  supersede: opts.supersede ?? opts.kind !== 'post',
+  pending: opts.pending ?? [],
+});
+
+const batch = (fromSeq: number, upstreamIds: (string | null)[], opts: { attach?: number; responded?: JsonRpcId[] } = {}): EventBatch => ({
+  attach: opts.attach ?? 1,
+  fromSeq,
+  upstreamIds,
+  responded: opts.responded ?? [],
+});
+
+/** The incarnation registry (CONTRACT.md §4, §5): what a resumption decides on. */
+function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
+  const bind = (h: StoreHarness, sessionId = 's1') => h.store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS);
+  const record = (store: Store, id: string, b: EventBatch, maxPositions = MANY_POSITIONS, sessionId = 's1') =>
+    store.recordEvents(sessionId, id, b, maxPositions, LONG_TTL_MS);
+  const read = (store: Store, id: string, afterSeq = 0, sessionId = 's1') => store.readIncarnation(sessionId, id, afterSeq);
+
+  test('incarnations: open then read', async (t, h) => {
+    await bind(h);
+    await h.store.openIncarnation(incarnation('p1', { kind: 'post', owner: 'replica-b', pending: [1, '1', 'req-x'] }), LONG_TTL_MS);
+    const view = await read(h.store, 'p1');
+    t.same(view, {
+      record: { id: 'p1', sessionId: 's1', owner: 'replica-b', kind: 'post', state: 'open', head: 0, base: 0, attach: 1, pending: [1, '1', 'req-x'] },
+      currentGet: undefined,
+      after: [],
+      at: null,
+    });
+    t.same(Object.keys(view?.record ?? {}).sort(), ['attach', 'base', 'head', 'id', 'kind', 'owner', 'pending', 'sessionId', 'state']);
+    t.equal(view?.at, null, 'position 0 is recorded, with no upstream id');
+    t.strictSame((await read(h.store, 'p1'))?.record.pending, [1, '1', 'req-x'], 'numbers and strings kept apart');
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.same((await read(h.store, 'g1'))?.record.pending, [], 'pending defaults to none');
+  });
+
+  test('incarnations: opening a recorded id again is refused and changes nothing', async (t, h) => {
+    await bind(h);
+    await h.store.openIncarnation(incarnation('g1', { owner: 'first' }), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1'])), 'ok');
+    await t.rejects(h.store.openIncarnation(incarnation('g1', { owner: 'second' }), LONG_TTL_MS), { name: 'StoreError', op: 'openIncarnation' });
+    t.match((await read(h.store, 'g1'))?.record, { owner: 'first', head: 1 });
+    t.equal((await read(h.store, 'g1', 1))?.at, 'u1', 'positions kept');
+  });
+
+  test('incarnations: a GET that supersedes becomes current; a POST does not', async (t, h) => {
+    await bind(h);
+    await h.store.openIncarnation(incarnation('g1', { supersede: true }), LONG_TTL_MS);
+    t.equal((await read(h.store, 'g1'))?.currentGet, 'g1');
+    await h.store.openIncarnation(incarnation('p1', { kind: 'post', supersede: false }), LONG_TTL_MS);
+    t.equal((await read(h.store, 'p1'))?.currentGet, 'g1', 'a POST stream leaves the current GET');
+    await h.store.openIncarnation(incarnation('g-resume', { supersede: false }), LONG_TTL_MS);
+    t.equal((await read(h.store, 'g1'))?.currentGet, 'g1', 'an incarnation opened without supersede leaves it too');
+    const other = await h.peer();
+    await other.openIncarnation(incarnation('g2', { supersede: true }), LONG_TTL_MS);
+    t.equal((await read(h.store, 'g1'))?.currentGet, 'g2', 'a later GET supersedes the earlier one');
+    t.equal((await read(h.store, 'p1'))?.currentGet, 'g2', 'one current GET per session');
+    t.match((await read(h.store, 'g1'))?.record, { state: 'open' }, 'the superseded incarnation is still recorded');
+  });
+
+  test('incarnations: the current GET is per session, and needs the session', async (t, h) => {
+    await bind(h, 's1');
+    await bind(h, 's2');
+    await h.store.openIncarnation(incarnation('g1', { sessionId: 's1' }), LONG_TTL_MS);
+    await h.store.openIncarnation(incarnation('g2', { sessionId: 's2' }), LONG_TTL_MS);
+    t.equal((await read(h.store, 'g1', 0, 's1'))?.currentGet, 'g1');
+    t.equal((await read(h.store, 'g2', 0, 's2'))?.currentGet, 'g2');
+    t.equal(await read(h.store, 'g1', 0, 's2'), null, 'an incarnation is found only under its own session');
+
+    await h.store.openIncarnation(incarnation('g3', { sessionId: 'unbound' }), LONG_TTL_MS);
+    const view = await read(h.store, 'g3', 0, 'unbound');
+    t.match(view?.record, { sessionId: 'unbound', head: 0 }, 'the incarnation is recorded without a session');
+    t.equal(view?.currentGet, undefined, 'but no session record holds it as current');
+    t.equal(await h.store.touchSession('unbound', LONG_TTL_MS), null, 'no session record was created');
+    t.equal(await h.store.bindSession({ sessionId: 'unbound', owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS), true, 'the id is still free');
+    t.equal((await read(h.store, 'g3', 0, 'unbound'))?.currentGet, undefined, 'a new session starts without a current GET');
+  });
+
+  test('incarnations: batches advance head, and each position reads back', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1', 'u2', 'u3'])), 'ok');
+    t.equal(await record(h.store, 'g1', batch(4, [null, 'u5'])), 'ok');
+    t.equal(await record(h.store, 'g1', batch(6, [])), 'ok', 'an empty batch is fine');
+    t.equal(await record(h.store, 'g1', batch(6, ['u6'])), 'ok', 'and issues nothing');
+    t.match((await read(h.store, 'g1'))?.record, { head: 6, base: 0, attach: 1 });
+    const expected: [number, string | null | undefined, (string | null)[]][] = [
+      [-1, undefined, []],
+      [0, null, ['u1', 'u2', 'u3', null, 'u5', 'u6']],
+      [2, 'u2', ['u3', null, 'u5', 'u6']],
+      [4, null, ['u5', 'u6']],
+      [6, 'u6', []],
+      [7, undefined, []],
+      [2.5, undefined, []],
+    ];
+    for (const [seq, at, after] of expected) {
+      const view = await read(h.store, 'g1', seq);
+      t.equal(view?.at, at, `at ${seq}`);
+      t.same(view?.after, after, `after ${seq}`);
+    }
+  });
+
+  test('incarnations: a batch of thousands of events is recorded whole', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    const ids = Array.from({ length: 2_500 }, (_, i) => (i % 7 === 0 ? null : `u${i + 1}`));
+    t.equal(await record(h.store, 'g1', batch(1, ids)), 'ok');
+    const view = await read(h.store, 'g1', 0);
+    t.match(view?.record, { head: 2_500, base: 0 });
+    t.same(view?.after, ids);
+    t.equal((await read(h.store, 'g1', 2_499))?.at, 'u2499');
+    t.equal((await read(h.store, 'g1', 2_500))?.at, null, 'position 2500 is one of the nulls');
+  });
+
+  test('incarnations: null and empty upstream ids read back as null', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, [null, '', 'null', '0', ' '])), 'ok');
+    const view = await read(h.store, 'g1', 1);
+    t.equal(view?.at, null);
+    t.same(view?.after, [null, 'null', '0', ' '], "'' is no upstream id (SSE: an empty id resets it)");
+  });
+
+  test('incarnations: a batch of a stale attachment is refused', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1'])), 'ok');
+    const other = await h.peer();
+    t.equal(await other.attachIncarnation('s1', 'g1', LONG_TTL_MS), 2, 'a continuation attaches');
+    t.equal(await record(h.store, 'g1', batch(2, ['old'], { attach: 1 })), 'stale', 'the previous connection is refused');
+    t.equal(await record(h.store, 'g1', batch(2, ['future'], { attach: 3 })), 'stale', 'an attachment not yet issued too');
+    t.equal(await record(other, 'g1', batch(2, ['new'], { attach: 2 })), 'ok');
+    t.equal(await h.store.attachIncarnation('s1', 'g1', LONG_TTL_MS), 3);
+    t.equal(await record(other, 'g1', batch(3, ['x'], { attach: 2 })), 'stale');
+    const view = await read(h.store, 'g1', 0);
+    t.match(view?.record, { head: 2, attach: 3 });
+    t.same(view?.after, ['u1', 'new'], 'only current attachments recorded');
+  });
+
+  test('incarnations: fromSeq must be head + 1', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(0, ['a'])), 'stale', 'position 0 is never issued');
+    t.equal(await record(h.store, 'g1', batch(2, ['a'])), 'stale', 'no gap');
+    t.equal(await record(h.store, 'g1', batch(1, ['a', 'b'])), 'ok');
+    t.equal(await record(h.store, 'g1', batch(2, ['c'])), 'stale', 'no position issued twice');
+    t.equal(await record(h.store, 'g1', batch(1, ['c'])), 'stale');
+    t.equal(await record(h.store, 'g1', batch(1, ['a', 'b'])), 'ok', 'only the same batch again is ok (a retry)');
+    const view = await read(h.store, 'g1', 0);
+    t.match(view?.record, { head: 2 });
+    t.same(view?.after, ['a', 'b'], 'refused batches changed nothing');
+  });
+
+  test('incarnations: a batch retried after it landed is ok and changes nothing', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['a', 'b'])), 'ok');
+    t.equal(await record(h.store, 'g1', batch(3, ['c'])), 'ok');
+    t.equal(await record(h.store, 'g1', batch(1, ['a', 'b'])), 'ok', 'the same ids at the same positions: a retry');
+    t.equal(await record(h.store, 'g1', batch(3, ['c'])), 'ok');
+    t.equal(await record(h.store, 'g1', batch(2, ['b', 'c'])), 'ok', 'a retry is recognised by its positions');
+    t.equal(await record(h.store, 'g1', batch(3, ['x'])), 'stale', 'other ids at those positions: another writer');
+    t.equal(await record(h.store, 'g1', batch(3, ['c', 'd'])), 'stale', 'reaching past the head is not a retry');
+    t.same((await read(h.store, 'g1', 0))?.after, ['a', 'b', 'c'], 'nothing changed');
+  });
+
+  test('incarnations: writers racing for the same fromSeq: exactly one wins', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    const stores = [h.store, await h.peer(), h.store, await h.peer()];
+    const results = await Promise.all(stores.map((store, i) => record(store, 'g1', batch(1, [`w${i}-a`, `w${i}-b`]))));
+    t.equal(results.filter((r) => r === 'ok').length, 1, `one ok (${results.join(', ')})`);
+    t.equal(results.filter((r) => r === 'stale').length, stores.length - 1, 'the others are stale');
+    const winner = results.indexOf('ok');
+    const view = await read(h.store, 'g1', 0);
+    t.match(view?.record, { head: 2 });
+    t.same(view?.after, [`w${winner}-a`, `w${winner}-b`], "the winner's batch, whole");
+  });
+
+  test('incarnations: responded requests leave pending, ids compared exactly', async (t, h) => {
+    const odd = ['a"b', 'c\\d', ',', ']', '[1]', 'ü🚀', ''];
+    await h.store.openIncarnation(incarnation('p1', { kind: 'post', pending: [1, '1', 7, 2, 'x', 7, 1e21, 12345678901234567, 0.5, ...odd] }), LONG_TTL_MS);
+    const pending = async () => (await read(h.store, 'p1'))?.record.pending;
+    let seq = 1;
+    const respond = (responded: JsonRpcId[]) => record(h.store, 'p1', batch(seq++, ['u'], { responded }));
+
+    t.equal(await respond(['1']), 'ok');
+    t.strictSame(await pending(), [1, 7, 2, 'x', 7, 1e21, 12345678901234567, 0.5, ...odd], '"1" settles "1", not 1');
+    await respond([2, 'x']);
+    t.strictSame(await pending(), [1, 7, 7, 1e21, 12345678901234567, 0.5, ...odd], 'several in one batch');
+    await respond(['2', 3, 'y', '7']);
+    t.strictSame(await pending(), [1, 7, 7, 1e21, 12345678901234567, 0.5, ...odd], 'unknown ids change nothing');
+    await respond([7]);
+    t.strictSame(await pending(), [1, 7, 1e21, 12345678901234567, 0.5, ...odd], 'one response settles one request');
+    await respond([1e21, 12345678901234567, 0.5]);
+    t.strictSame(await pending(), [1, 7, ...odd], 'large and fractional numbers match themselves');
+    await respond(odd.slice(0, 3));
+    t.strictSame(await pending(), [1, 7, ...odd.slice(3)], 'strings with quotes, backslashes and commas');
+    t.equal(await record(h.store, 'p1', batch(seq, ['u'], { attach: 9, responded: [1, 7, ...odd.slice(3)] })), 'stale');
+    t.strictSame(await pending(), [1, 7, ...odd.slice(3)], 'a refused batch settles nothing');
+    await respond([1, 7, ...odd.slice(3)]);
+    t.strictSame(await pending(), [], 'all settled');
+    await respond([1]);
+    t.strictSame(await pending(), [], 'settling again is harmless');
+  });
+
+  test('incarnations: at most maxPositions are kept, raising base', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    for (let seq = 1; seq <= 5; seq++) t.equal(await record(h.store, 'g1', batch(seq, [`u${seq}`]), 3), 'ok');
+    let view = await read(h.store, 'g1', 3);
+    t.match(view?.record, { head: 5, base: 3 }, 'positions 3..5 kept');
+    t.equal(view?.at, 'u3');
+    t.same(view?.after, ['u4', 'u5']);
+    for (const seq of [0, 1, 2]) {
+      view = await read(h.store, 'g1', seq);
+      t.equal(view?.at, undefined, `position ${seq} is no longer recorded`);
+      t.same(view?.after, [], `nothing is offered after ${seq}`);
+    }
+
+    t.equal(await record(h.store, 'g1', batch(6, ['u6', 'u7', 'u8', 'u9', 'u10', 'u11', 'u12']), 4), 'ok', 'a batch longer than the limit');
+    view = await read(h.store, 'g1', 9);
+    t.match(view?.record, { head: 12, base: 9 });
+    t.equal(view?.at, 'u9');
+    t.same(view?.after, ['u10', 'u11', 'u12']);
+    t.equal((await read(h.store, 'g1', 8))?.at, undefined);
+
+    t.equal(await record(h.store, 'g1', batch(13, ['u13']), 1), 'ok');
+    view = await read(h.store, 'g1', 13);
+    t.match(view?.record, { head: 13, base: 13 }, 'maxPositions 1 keeps the head');
+    t.equal(view?.at, 'u13');
+    t.equal(await record(h.store, 'g1', batch(14, ['u14']), 0), 'ok');
+    t.match((await read(h.store, 'g1', 14))?.record, { head: 14, base: 14 }, 'even a limit below 1 keeps the head');
+    t.equal((await read(h.store, 'g1', 14))?.at, 'u14');
+
+    t.equal(await record(h.store, 'g1', batch(15, ['u15', 'u16']), 100), 'ok', 'a larger limit later keeps more from then on');
+    view = await read(h.store, 'g1', 14);
+    t.match(view?.record, { head: 16, base: 14 });
+    t.same(view?.after, ['u15', 'u16']);
+  });
+
+  test('incarnations: a closed incarnation says so and takes no more events', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1'])), 'ok');
+    await h.store.closeIncarnation('s1', 'g1');
+    const view = await read(h.store, 'g1', 0);
+    t.match(view?.record, { state: 'closed', head: 1 });
+    t.same(view?.after, ['u1'], 'its positions stay readable');
+    t.equal(await record(h.store, 'g1', batch(2, ['u2'])), 'stale', 'nothing follows a closed incarnation');
+    await h.store.closeIncarnation('s1', 'g1');
+    t.match((await read(h.store, 'g1'))?.record, { state: 'closed', head: 1 }, 'closing twice is harmless');
+  });
+
+  test('incarnations: one that is not recorded is missing everywhere', async (t, h) => {
+    await bind(h);
+    t.equal(await read(h.store, 'nope'), null);
+    t.equal(await h.store.attachIncarnation('s1', 'nope', LONG_TTL_MS), null);
+    t.equal(await record(h.store, 'nope', batch(1, ['u1'])), 'missing');
+    await h.store.closeIncarnation('s1', 'nope');
+    await h.store.touchIncarnation('s1', 'nope', LONG_TTL_MS);
+    t.equal(await read(h.store, 'nope'), null, 'close and touch create nothing');
+  });
+
+  test('incarnations: an idle one expires; touch, record and attach extend it', async (t, h) => {
+    const ids = ['idle', 'touched', 'recorded', 'attached'];
+    for (const id of ids) await h.store.openIncarnation(incarnation(id, { supersede: false }), h.shortTtlMs);
+    let seq = 1;
+    await tickUntil(t, h, 'idle incarnation expires', async () => {
+      await h.store.touchIncarnation('s1', 'touched', h.shortTtlMs);
+      t.equal(await h.store.recordEvents('s1', 'recorded', batch(seq, [`u${seq}`]), MANY_POSITIONS, h.shortTtlMs), 'ok');
+      seq++;
+      t.not(await h.store.attachIncarnation('s1', 'attached', h.shortTtlMs), null);
+      return (await read(h.store, 'idle')) === null;
+    });
+    for (const id of ids.slice(1)) t.not(await read(h.store, id), null, `${id} lives on`);
+    t.equal((await read(h.store, 'recorded', 1))?.at, 'u1', 'with its positions');
+    t.equal(await record(h.store, 'idle', batch(1, ['late'])), 'missing', 'an expired one takes no events');
+    t.equal(await h.store.attachIncarnation('s1', 'idle', LONG_TTL_MS), null);
+  });
+
+  test('incarnations: a touch sets the TTL to the given value; close and read leave it', async (t, h) => {
+    for (const id of ['extended', 'control', 'closed']) await h.store.openIncarnation(incarnation(id), h.shortTtlMs);
+    await h.store.touchIncarnation('s1', 'extended', LONG_TTL_MS);
+    await h.store.closeIncarnation('s1', 'closed');
+    await tickUntil(t, h, 'control incarnation expires', async () => {
+      await read(h.store, 'closed');
+      return (await read(h.store, 'control')) === null;
+    });
+    t.match((await read(h.store, 'extended'))?.record, { state: 'open' }, 'outlives the TTL it was opened with');
+    await tickUntil(t, h, 'closed incarnation expires', async () => (await read(h.store, 'closed')) === null);
+  });
+
+  test('incarnations: ending the session leaves its incarnations to their own TTL', async (t, h) => {
+    await bind(h);
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    await h.store.endSession('s1', 'terminated', LONG_TTL_MS);
+    const view = await read(h.store, 'g1');
+    t.match(view?.record, { state: 'open' });
+    t.equal(view?.currentGet, 'g1', 'a tombstone still names the current GET');
+  });
+
+  test('incarnations: odd session and incarnation ids work and stay apart', async (t, h) => {
+    const incIds = ['{braces}', 'a', 'a:ids', 'pos:a', 'inc:a', 'a}{', 'ünï 🚀', 'y'.repeat(300)];
+    for (const sessionId of ODD_IDS) await bind(h, sessionId);
+    for (const [i, sessionId] of ODD_IDS.entries()) {
+      for (const [j, id] of incIds.entries()) {
+        await h.store.openIncarnation(incarnation(id, { sessionId, owner: `o${i}-${j}` }), LONG_TTL_MS);
+        t.equal(await record(h.store, id, batch(1, [`u${i}-${j}`]), MANY_POSITIONS, sessionId), 'ok');
+      }
+    }
+    for (const [i, sessionId] of ODD_IDS.entries()) {
+      for (const [j, id] of incIds.entries()) {
+        const view = await read(h.store, id, 0, sessionId);
+        t.match(view?.record, { id, sessionId, owner: `o${i}-${j}`, head: 1 }, `${sessionId.slice(0, 12)} / ${id.slice(0, 12)}`);
+        t.same(view?.after, [`u${i}-${j}`]);
+      }
+      t.equal((await read(h.store, incIds[0]!, 0, sessionId))?.currentGet, incIds.at(-1), 'the last GET opened is current');
+    }
+  });
+
+  test('agreeSecret: the first candidate wins for good', async (t, h) => {
+    t.equal(await h.store.agreeSecret('first-candidate'), 'first-candidate');
+    t.equal(await h.store.agreeSecret('second-candidate'), 'first-candidate');
+    const other = await h.peer();
+    t.equal(await other.agreeSecret('third-candidate'), 'first-candidate', 'another gateway gets it too');
+  });
+
+  test('agreeSecret: concurrent candidates agree on one of them', async (t, h) => {
+    const other = await h.peer();
+    const candidates = ['c0', 'c1', 'c2', 'c3', 'c4', 'c5'];
+    const results = await Promise.all(candidates.map((c, i) => (i % 2 === 0 ? h.store : other).agreeSecret(c)));
+    const winner = results[0];
+    t.ok(winner !== undefined && candidates.includes(winner), `the winner is a candidate (${winner})`);
+    t.same(results, candidates.map(() => winner), 'every caller has the same secret');
+  });
+}
+
 /** Every operation but close, each by the name that StoreError carries as `op`. */
 export function operations(store: Store): [string, () => Promise<unknown>][] {
   return [
@@ -202,6 +546,13 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['endSession', () => store.endSession('op-s', 'terminated', LONG_TTL_MS)],
     ['replicaEpochs', () => store.replicaEpochs()],
     ['retireReplicaEpoch', () => store.retireReplicaEpoch('op-r', '', 'e1')],
+    ['openIncarnation', () => store.openIncarnation(incarnation('op-i', { sessionId: 'op-s' }), LONG_TTL_MS)],
+    ['attachIncarnation', () => store.attachIncarnation('op-s', 'op-i', LONG_TTL_MS)],
+    ['recordEvents', () => store.recordEvents('op-s', 'op-i', batch(1, ['u1']), MANY_POSITIONS, LONG_TTL_MS)],
+    ['readIncarnation', () => store.readIncarnation('op-s', 'op-i', 0)],
+    ['closeIncarnation', () => store.closeIncarnation('op-s', 'op-i')],
+    ['touchIncarnation', () => store.touchIncarnation('op-s', 'op-i', LONG_TTL_MS)],
+    ['agreeSecret', () => store.agreeSecret('op-secret')],
     ['ping', () => store.ping()],
   ];
 }

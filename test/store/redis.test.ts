@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
-import { createRedisStore, epochsKey, sessionKey } from '../../src/store/redis.js';
+import { createRedisStore, epochsKey, incarnationKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis.js';
 import type { Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { operations, storeContract } from './contract.js';
@@ -120,6 +120,94 @@ t.test('redis: keys carry a hash tag made from a digest of the id, one cluster s
   t.equal(calculateSlot(epochsKey(KEY_PREFIX)), calculateSlot('fleet'));
 });
 
+t.test('redis: a session and its incarnations share one slot, in the documented layout', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  const sessions = ['{a}b', '{a}c', 'plain'];
+  const incs = ['g1', 'p1', '{x}y', 'g1:ids'];
+  for (const sessionId of sessions) {
+    await store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, 60_000);
+    for (const id of incs) {
+      const kind = id.startsWith('p') ? 'post' : 'get';
+      await store.openIncarnation({ id, sessionId, owner: 'r2', kind, supersede: kind === 'get', pending: kind === 'post' ? [1, '1'] : [] }, 60_000);
+    }
+    t.equal(await store.recordEvents(sessionId, 'p1', { attach: 1, fromSeq: 1, upstreamIds: ['u1', null], responded: ['1'] }, 100, 60_000), 'ok');
+  }
+  await store.agreeSecret('secret-1');
+
+  const expected = [secretKey(KEY_PREFIX)];
+  for (const sessionId of sessions) {
+    const slot = calculateSlot(sessionKey(KEY_PREFIX, sessionId));
+    expected.push(sessionKey(KEY_PREFIX, sessionId));
+    for (const id of incs) {
+      for (const key of [incarnationKey(KEY_PREFIX, sessionId, id), positionsKey(KEY_PREFIX, sessionId, id)]) {
+        expected.push(key);
+        t.equal(calculateSlot(key), slot, `${key} is in its session's slot`);
+      }
+    }
+    t.equal(await redis.hget(sessionKey(KEY_PREFIX, sessionId), 'getInc'), 'g1:ids', 'the current GET is a field of the session');
+  }
+  t.same((await redis.keys('*')).sort(), expected.sort(), 'the store wrote exactly these keys');
+  t.equal(calculateSlot(secretKey(KEY_PREFIX)), calculateSlot('fleet'));
+  t.equal(await redis.pttl(secretKey(KEY_PREFIX)), -1, 'the secret has no TTL');
+
+  t.same(await redis.hgetall(incarnationKey(KEY_PREFIX, 'plain', 'p1')), {
+    sessionId: 'plain',
+    owner: 'r2',
+    kind: 'post',
+    state: 'open',
+    head: '2',
+    base: '0',
+    attach: '1',
+    pending: '[1]',
+  });
+  t.same(await redis.lrange(positionsKey(KEY_PREFIX, 'plain', 'p1'), 0, -1), ['', 'u1', ''], "positions 0..head, '' for null");
+  t.same(await redis.lrange(positionsKey(KEY_PREFIX, 'plain', 'g1'), 0, -1), [''], 'an incarnation id ending in :ids has its own keys');
+});
+
+t.test('redis: PTTL of both incarnation keys follows ttlMs on open, attach, record and touch', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  const keys = [incarnationKey(KEY_PREFIX, 's1', 'g1'), positionsKey(KEY_PREFIX, 's1', 'g1')];
+  const ttls = async () => Promise.all(keys.map((key) => redis.pttl(key)));
+  const expectTtl = async (min: number, max: number, what: string) => {
+    for (const ttl of await ttls()) t.ok(within(ttl, min, max), `${what} (${ttl})`);
+  };
+  await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 10_000);
+  await expectTtl(9_000, 10_000, 'open');
+  await store.attachIncarnation('s1', 'g1', 20_000);
+  await expectTtl(19_000, 20_000, 'attach');
+  await store.recordEvents('s1', 'g1', { attach: 2, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 30_000);
+  await expectTtl(29_000, 30_000, 'record');
+  await store.touchIncarnation('s1', 'g1', 40_000);
+  await expectTtl(39_000, 40_000, 'touch');
+  await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: ['u2'], responded: [] }, 100, 90_000);
+  await store.closeIncarnation('s1', 'g1');
+  await store.readIncarnation('s1', 'g1', 0);
+  await expectTtl(39_000, 40_000, 'a refused batch, close and read leave it');
+});
+
+t.test('redis: an incarnation that lost one of its keys counts as not recorded', async (t) => {
+  // With an eviction policy Redis may drop one key and keep the other; positions shifted against
+  // base would replay the wrong events, so neither half is trusted.
+  for (const lost of ['positions', 'record'] as const) {
+    await server.flushall();
+    const store = makeStore(server);
+    t.teardown(() => store.close());
+    const redis = inspector(t, server);
+    await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: false }, 60_000);
+    await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 60_000);
+    await redis.del(lost === 'positions' ? positionsKey(KEY_PREFIX, 's1', 'g1') : incarnationKey(KEY_PREFIX, 's1', 'g1'));
+    t.equal(await store.readIncarnation('s1', 'g1', 0), null, `${lost} lost: read`);
+    t.equal(await store.attachIncarnation('s1', 'g1', 60_000), null, `${lost} lost: attach`);
+    t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: ['u2'], responded: [] }, 100, 60_000), 'missing', `${lost} lost: record`);
+  }
+});
+
 t.test('redis: a key prefix with braces is refused', async (t) => {
   t.throws(
     () => createRedisStore({ url: server.url, keyPrefix: 'gw{x}', connectTimeoutMs: 100, commandTimeoutMs: 100 }),
@@ -170,17 +258,35 @@ t.test('redis: faults', async (t) => {
     t.equal(await store.bindSession({ sessionId: 's2', owner: 'r1', ownerEpoch: 'e1' }, 60_000), true);
   });
 
+  t.test('restarted without its data: the secret is lost with it, and the next candidate wins', async (t) => {
+    const own = await startRedisServer(t);
+    const store = makeStore(own);
+    t.teardown(() => store.close());
+    t.equal(await store.agreeSecret('before'), 'before');
+    await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
+    await own.restart({ keepData: false });
+    await eventually(t, 'ping succeeds after restart', async () => (await store.ping(), true));
+    t.equal(await store.agreeSecret('after'), 'after', 'cursors signed before the restart are foreign now');
+    t.equal(await store.readIncarnation('s1', 'g1', 0), null, 'and their incarnations are gone too');
+  });
+
   t.test('restarted with its data: sessions are still there', async (t) => {
     const own = await startRedisServer(t);
     const store = makeStore(own);
     t.teardown(() => store.close());
     await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, 60_000);
     await store.retireReplicaEpoch('r1', '', 'e2');
+    await store.agreeSecret('kept');
+    await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
+    await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 60_000);
     await own.restart({ keepData: true });
     // The new process has an empty script cache.
     await eventually(t, 'touch succeeds after restart', async () => (await store.touchSession('s1', 60_000)) !== null);
     t.match(await store.touchSession('s1', 60_000), { owner: 'r1', state: 'active' });
     t.equal(await store.retireReplicaEpoch('r1', 'e2', 'e3'), 'e3');
+    t.equal(await store.agreeSecret('other'), 'kept', 'the secret survives');
+    const view = await store.readIncarnation('s1', 'g1', 0);
+    t.match(view, { record: { head: 1 }, currentGet: 'g1', after: ['u1'] }, 'and so do the incarnations');
   });
 
   t.test('paused: operations reject within the command timeout, then work again', async (t) => {

@@ -1,0 +1,48 @@
+/**
+ * The cursor codec's secret: the configured one, or else one that every gateway sharing the store
+ * agrees on (E2): the first random candidate offered to the store wins. Re-agreed at every fleet
+ * tick, so that an instance notices a store that lost the secret with the rest of its data.
+ */
+import { randomBytes } from 'node:crypto';
+import { CursorCodec } from './cursor.js';
+import type { Logger } from './logger.js';
+import type { Store } from './store/types.js';
+
+export class CursorKeys {
+  #codec: Promise<CursorCodec> | undefined;
+  #secret: string | undefined;
+
+  constructor(
+    private readonly configured: string | undefined,
+    private readonly store: Store,
+    private readonly logger: Logger,
+  ) {
+    if (configured) this.#codec = Promise.resolve(new CursorCodec(configured));
+  }
+
+  /** The codec in force; rejects with a StoreError while no secret could be agreed. */
+  codec(): Promise<CursorCodec> {
+    this.#codec ??= this.#agree(randomBytes(32).toString('base64url')).catch((err: unknown) => {
+      this.#codec = undefined;
+      throw err;
+    });
+    return this.#codec;
+  }
+
+  /** Offers the secret in force again; adopts another one if the store holds another. */
+  async refresh(): Promise<void> {
+    if (this.configured || this.#secret === undefined) return;
+    const before = this.#secret;
+    const codec = await this.#agree(before);
+    if (this.#secret !== before) {
+      this.logger.warn('the store holds another cursor secret (it lost its data?): cursors issued before are foreign now');
+      this.#codec = Promise.resolve(codec);
+    }
+  }
+
+  async #agree(candidate: string): Promise<CursorCodec> {
+    const secret = await this.store.agreeSecret(candidate);
+    this.#secret = secret;
+    return new CursorCodec(secret);
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * The resumption decision of CONTRACT.md §5, as a pure function over what the store and the fleet
+ * know. It reads top to bottom like the table: the first check that fails gives the reason.
+ * Check 7 (the owner's replay) happens later, against the bytes the owner sends; here it is only
+ * refused early when a replay cannot even be asked for.
+ */
+import type { DecodeResult } from '../cursor.js';
+import type { Health } from '../fleet.js';
+import type { IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
+
+export const REASONS = ['session_unknown', 'foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
+export type Reason = (typeof REASONS)[number];
+/** The reasons answered with a new stream (signal) or 410 (reject). */
+export type NewStreamReason = Exclude<Reason, 'session_unknown'>;
+
+export interface ResumptionFacts {
+  /** The session named by Mcp-Session-Id, as the store holds it (null: none, or no header). */
+  readonly session: SessionRecord | null;
+  /** The session's owner is gone (R4): its epoch was retired, or it left the configuration. */
+  readonly ownerGone: boolean;
+  /** The owner's health on this instance (suspect: 503). */
+  readonly ownerHealth: Health | undefined;
+  /** The Last-Event-ID value, decoded against the request's session. */
+  readonly cursor: DecodeResult;
+  /** The cursor's incarnation read at the cursor's position (null: not recorded). */
+  readonly view: IncarnationView | null;
+}
+
+export type Decision =
+  /** Answered as R3: 404 Session not found. */
+  | { readonly kind: 'not_found'; readonly reason: Reason }
+  /** The owner is only suspected (R4): 503 with Retry-After. */
+  | { readonly kind: 'unavailable' }
+  /** The cursor is the last event of a stream the gateway ended on purpose: nothing follows. */
+  | { readonly kind: 'complete' }
+  | {
+      readonly kind: 'new_stream';
+      readonly reason: NewStreamReason;
+      /** POST stream requests whose responses never reached the client: each gets -32010. */
+      readonly pending: readonly JsonRpcId[];
+      /** The session lives on with its owner up: a fresh GET stream may follow the signal. */
+      readonly sessionAlive: boolean;
+    }
+  | {
+      readonly kind: 'continue';
+      readonly incarnation: string;
+      readonly owner: string;
+      /** The cursor's position; replayed events get the positions after it. */
+      readonly seq: number;
+      /** The owner's own event id at the cursor, sent to it as Last-Event-ID. */
+      readonly upstreamId: string;
+      /** The owner's ids of every recorded event after the cursor, in order (check 7). */
+      readonly expected: readonly string[];
+    };
+
+export function decide(facts: ResumptionFacts): Decision {
+  const { session, cursor, view } = facts;
+
+  // 1. session_unknown: never held, expired, or ended by the client (R3).
+  if (!session || session.state === 'terminated') return { kind: 'not_found', reason: 'session_unknown' };
+  const lost = session.state === 'lost' || facts.ownerGone;
+  const newStream = (reason: NewStreamReason, pending: readonly JsonRpcId[] = []): Decision => ({
+    kind: 'new_stream',
+    reason,
+    pending,
+    sessionAlive: !lost,
+  });
+
+  // 2. foreign_cursor. A lost session answers 404 here: only its own cursors go further.
+  if (cursor.kind === 'foreign') return lost ? { kind: 'not_found', reason: 'foreign_cursor' } : newStream('foreign_cursor');
+
+  // 3. session_mismatch.
+  if (cursor.kind === 'session_mismatch') return lost ? { kind: 'not_found', reason: 'session_mismatch' } : newStream('session_mismatch');
+
+  // 4. unknown_stream: the incarnation, or the cursor's position in it, is not recorded.
+  const { seq } = cursor.fields;
+  if (!view || view.at === undefined || seq > view.record.head) return newStream('unknown_stream');
+  const { record } = view;
+  const pending = record.kind === 'post' ? record.pending : [];
+
+  // A stream the gateway ended on purpose, resumed from its last event: nothing follows. The
+  // client settles (no signal again and again): 404 where the session is gone, else an empty end.
+  if (record.state === 'closed' && seq === record.head) {
+    return lost ? { kind: 'not_found', reason: 'owner_gone' } : { kind: 'complete' };
+  }
+
+  // 5. superseded: a newer GET incarnation of the session exists (E4).
+  if (record.kind === 'get' && view.currentGet !== undefined && view.currentGet !== record.id) return newStream('superseded', pending);
+
+  // 6. owner_gone: the owner is gone, or the session ended because it was.
+  if (lost || record.owner !== session.owner) return newStream('owner_gone', pending);
+  if (facts.ownerHealth === 'suspect') return { kind: 'unavailable' };
+
+  // 7. gap, where no replay can be asked for: a closed stream has no owner stream to resume,
+  // and a position the gateway made itself (a signal) has no owner id to resume after.
+  const expected = view.after.filter((id): id is string => id !== null);
+  if (record.state === 'closed' || view.at === null || expected.length !== view.after.length) return newStream('gap', pending);
+
+  return { kind: 'continue', incarnation: record.id, owner: record.owner, seq, upstreamId: view.at, expected };
+}

@@ -1,0 +1,290 @@
+/**
+ * A GET with Last-Event-ID (CONTRACT.md §5): gathers what the store and the fleet know, lets the
+ * pure decision choose, and carries it out: a continuation from the owner (verified before anything
+ * is sent), a new stream with the signal, a 410 in reject mode, or 404 as R3.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { Config, ReplicaConfig } from '../config/schema.js';
+import type { CursorKeys } from '../cursor-keys.js';
+import { isStoreError } from '../errors.js';
+import type { Fleet } from '../fleet.js';
+import { headerValue, LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { serializeEvent } from '../sse/serializer.js';
+import type { IncarnationView, JsonRpcId, SessionRecord, Store } from '../store/types.js';
+import type { Attachment, SseStreams } from '../streams.js';
+import { describeUpstreamError, isAbort, isRefused, type UpstreamResponse } from '../upstream.js';
+import { decide, type Decision, type NewStreamReason } from './decide.js';
+import { outcomeUnknownError, REASON_HEADER, rejectBody, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
+
+/** What the resumption needs from the proxy around it. */
+export interface ResumeKit {
+  config: () => Config;
+  store: Store;
+  fleet: Fleet;
+  keys: CursorKeys;
+  streams: SseStreams;
+  metrics: Metrics;
+  logger: Logger;
+  /** Sends the client's request to `replica`, minus its Last-Event-ID, plus `extra` headers. */
+  send(request: FastifyRequest, replica: ReplicaConfig, extra: Record<string, string>, signal: AbortSignal): Promise<UpstreamResponse>;
+  answer(request: FastifyRequest, reply: FastifyReply, status: number, body: string, headers?: Record<string, string>): unknown;
+  unavailable(request: FastifyRequest, reply: FastifyReply, why: string): unknown;
+  sessionNotFound(request: FastifyRequest, reply: FastifyReply): unknown;
+  loseSession(record: SessionRecord, why: string): void;
+}
+
+/** 409 from an owner that has not yet noticed that the old stream closed: retried this often. */
+const FRESH_STREAM_ATTEMPTS = 4;
+const FRESH_STREAM_BACKOFF_MS = 100;
+
+export function createResumption(kit: ResumeKit) {
+  const { store, fleet, keys, streams, metrics, logger } = kit;
+
+  function count(outcome: 'continued' | 'new_stream' | 'rejected', reason: string) {
+    metrics.resumptions.inc({ outcome, reason });
+  }
+
+  async function resume(request: FastifyRequest, reply: FastifyReply, sessionId: string | undefined, lastEventId: string) {
+    const config = kit.config();
+    if (sessionId === undefined) {
+      count('rejected', 'session_unknown');
+      return kit.sessionNotFound(request, reply);
+    }
+    let session: SessionRecord | null;
+    let view: IncarnationView | null = null;
+    let decision: Decision;
+    try {
+      session = await store.touchSession(sessionId, config.sessions.idleTtlMs);
+      const codec = await keys.codec();
+      const cursor = codec.decode(lastEventId, sessionId);
+      if (session && cursor.kind === 'ok') {
+        view = await store.readIncarnation(sessionId, cursor.fields.incarnation, cursor.fields.seq);
+      }
+      const owner = session ? fleet.get(session.owner) : undefined;
+      const ownerGone = !!session && (!owner || fleet.epoch(session.owner) !== session.ownerEpoch || fleet.health(session.owner) === 'down');
+      if (session && ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
+      decision = decide({ session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view });
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return kit.unavailable(request, reply, 'the session store does not answer');
+    }
+
+    switch (decision.kind) {
+      case 'not_found':
+        count('rejected', decision.reason);
+        return kit.sessionNotFound(request, reply);
+      case 'unavailable':
+        return kit.unavailable(request, reply, `replica ${session!.owner} is not answering properly`);
+      case 'complete':
+        // Everything of that stream was delivered and nothing will follow: an empty answer, on
+        // which the SDK client settles instead of reconnecting again.
+        count('continued', 'none');
+        return reply.code(204).header(RESUMPTION_HEADER, 'continued').send();
+      case 'new_stream':
+        reply.hijack();
+        return newStream(request, reply.raw, session!, decision.reason, decision.pending, decision.sessionAlive, lastEventId);
+      case 'continue':
+        return continuation(request, reply, session!, decision, view!, lastEventId);
+    }
+  }
+
+  async function continuation(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    session: SessionRecord,
+    decision: Extract<Decision, { kind: 'continue' }>,
+    view: IncarnationView,
+    lastEventId: string,
+  ) {
+    const config = kit.config();
+    const replica = fleet.get(decision.owner)!;
+    const pending = view.record.kind === 'post' ? view.record.pending : [];
+    const fallBack = (reason: NewStreamReason) => {
+      if (!reply.sent) reply.hijack();
+      return newStream(request, reply.raw, session, reason, pending, reason !== 'owner_gone', lastEventId);
+    };
+    let at: Attachment;
+    let replay: { expected: readonly string[]; head: number };
+    let response: UpstreamResponse;
+    const abort = new AbortController();
+    try {
+      const attach = await store.attachIncarnation(session.sessionId, decision.incarnation, config.sessions.idleTtlMs);
+      if (attach === null) return fallBack('unknown_stream');
+      at = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach };
+      // The connection this one replaces may have recorded more events since the decision read
+      // the incarnation: from now on it cannot, so read again what the replay must contain.
+      const now = await store.readIncarnation(session.sessionId, decision.incarnation, decision.seq);
+      if (!now || now.at === undefined) return fallBack('unknown_stream');
+      if (now.after.some((id) => id === null)) return fallBack('gap');
+      replay = { expected: now.after as string[], head: now.record.head };
+      response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort.signal);
+    } catch (err) {
+      if (isStoreError(err)) return kit.unavailable(request, reply, 'the session store does not answer');
+      if (isAbort(err)) return;
+      if (isRefused(err)) {
+        await fleet.reportRefused(replica.id);
+        kit.loseSession(session, 'owner refused the connection');
+        return fallBack('owner_gone');
+      }
+      fleet.reportSuspect(replica.id, describeUpstreamError(err));
+      return kit.unavailable(request, reply, `replica ${replica.id} did not answer`);
+    }
+    const sse = (headerValue(response.headers, 'content-type') ?? '').toLowerCase().startsWith('text/event-stream');
+    if (response.statusCode !== 200 || !sse) {
+      await response.body.dump().catch(() => undefined);
+      if (response.statusCode === 404) {
+        kit.loseSession(session, 'owner answered 404');
+        return fallBack('owner_gone');
+      }
+      // The owner cannot replay from that id (its log was trimmed, or it refuses): check 7.
+      logger.info({ replica: replica.id, status: response.statusCode }, 'owner did not replay: gap');
+      return fallBack('gap');
+    }
+    fleet.reportAnswer(replica.id);
+
+    let cursors;
+    try {
+      cursors = await streams.cursors(at);
+    } catch {
+      abort.abort();
+      response.body.destroy();
+      return kit.unavailable(request, reply, 'the session store does not answer');
+    }
+    const rewriter = streams.rewriter(cursors, replay.head, {
+      trackResponses: view.record.kind === 'post',
+      verify: { expected: replay.expected, fromSeq: decision.seq },
+    });
+    reply.hijack();
+    const res = reply.raw;
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    const headers = responseHeadersForClient(response.headers);
+    headers[RESUMPTION_HEADER] = 'continued';
+    headers['x-accel-buffering'] = 'no';
+    await streams.pipe(
+      {
+        body: response.body,
+        res,
+        replica: replica.id,
+        start: () => {
+          count('continued', 'none');
+          metrics.requests.inc({ method: 'GET', status: '200', replica: replica.id });
+          res.writeHead(200, headers);
+          res.flushHeaders();
+        },
+        verify: {
+          timeoutMs: config.resumption.replayTimeoutMs,
+          maxBytes: config.resumption.replayBufferBytes,
+          onFailed: (why) => {
+            abort.abort();
+            if (why === 'client_gone' || res.destroyed) return;
+            logger.info({ replica: replica.id, why }, 'replay not verified: gap');
+            void newStream(request, res, session, 'gap', pending, true, lastEventId);
+          },
+        },
+      },
+      rewriter,
+      at,
+    );
+  }
+
+  /** The answer when the stream cannot continue: the signal (a new stream) or 410 (reject mode). */
+  async function newStream(
+    request: FastifyRequest,
+    res: ServerResponse,
+    session: SessionRecord,
+    reason: NewStreamReason,
+    pending: readonly JsonRpcId[],
+    sessionAlive: boolean,
+    lastEventId: string,
+  ) {
+    const config = kit.config();
+    if (config.resumption.mode === 'reject') {
+      count('rejected', reason);
+      metrics.requests.inc({ method: 'GET', status: '410', replica: 'none' });
+      res.writeHead(410, { 'content-type': 'application/json', 'cache-control': 'no-store', [RESUMPTION_HEADER]: 'rejected', [REASON_HEADER]: reason });
+      res.end(rejectBody(reason));
+      return;
+    }
+    const owner = fleet.get(session.owner);
+    const fresh = sessionAlive && pending.length === 0 && owner !== undefined && fleet.health(owner.id) === 'up';
+    let at: Attachment;
+    let rewriter;
+    let first;
+    try {
+      // The signal opens a new incarnation; when a fresh stream follows, it supersedes the old (E4).
+      at = await streams.openIncarnation(session.sessionId, session.owner, 'get', { supersede: fresh });
+      rewriter = streams.rewriter(await streams.cursors(at), 0, { trackResponses: false });
+      first = await rewriter.synthetic(streamResetNotification(reason, lastEventId));
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      first = { end: 'store_failed' as const, out: Buffer.alloc(0) };
+    }
+    if (first.end) {
+      const retryAfter = String(config.upstream.retryAfterSeconds);
+      metrics.requests.inc({ method: 'GET', status: '503', replica: 'none' });
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Service temporarily unavailable: the session store does not answer' } }));
+      return;
+    }
+    count('new_stream', reason);
+    metrics.requests.inc({ method: 'GET', status: '200', replica: 'none' });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+      [RESUMPTION_HEADER]: 'new-stream',
+      [REASON_HEADER]: reason,
+    });
+    res.write(first.out);
+    // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
+    for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
+    if (!fresh || !owner) return endSignal(res, at!);
+
+    for (let attempt = 1; ; attempt++) {
+      const abort = new AbortController();
+      let response: UpstreamResponse;
+      try {
+        response = await kit.send(request, owner, {}, abort.signal);
+      } catch (err) {
+        if (isRefused(err)) {
+          await fleet.reportRefused(owner.id);
+          kit.loseSession(session, 'owner refused the connection');
+        }
+        return endSignal(res, at!);
+      }
+      const sse = (headerValue(response.headers, 'content-type') ?? '').toLowerCase().startsWith('text/event-stream');
+      if (response.statusCode === 200 && sse) {
+        if (res.destroyed) {
+          response.body.destroy();
+          return;
+        }
+        res.once('close', () => {
+          if (!res.writableFinished) abort.abort();
+        });
+        await streams.pipe({ body: response.body, res, replica: owner.id, start: () => undefined }, rewriter!, at!);
+        return;
+      }
+      await response.body.dump().catch(() => undefined);
+      if (response.statusCode !== 409 || attempt >= FRESH_STREAM_ATTEMPTS || res.destroyed) return endSignal(res, at!);
+      await new Promise((resolve) => setTimeout(resolve, FRESH_STREAM_BACKOFF_MS * attempt));
+    }
+  }
+
+  /**
+   * Ends a signal stream on purpose. Its incarnation is closed first, so that the client's
+   * reconnection with its last cursor settles instead of drawing the signal again.
+   */
+  async function endSignal(res: ServerResponse, at: Attachment) {
+    await store.closeIncarnation(at.sessionId, at.incarnation).catch((err: unknown) => {
+      logger.warn({ err: (err as Error).message }, 'cannot close the signal stream in the store');
+    });
+    res.end();
+  }
+
+  return resume;
+}

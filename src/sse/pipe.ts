@@ -1,0 +1,118 @@
+/**
+ * Pipes a replica's SSE body to the client through the rewriter (R5): one chunk at a time (the
+ * replica is paused while a chunk's records are written), backpressure from the client's socket,
+ * no timeout while open, either side's end ends the other.
+ *
+ * A continuation is held back until the rewriter has verified the replay (§5 check 7): nothing,
+ * not even the status line, leaves before that, so a failed replay can still be answered as a new
+ * stream. Holding is bounded in time and bytes.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { Relay } from '../relay.js';
+import type { EndReason, RewriteResult, SseRewriter } from './rewriter.js';
+
+export type PipeEnd = 'upstream_end' | 'upstream_error' | 'client_gone' | 'gateway_end' | 'not_verified' | EndReason;
+export type VerifyFailure = EndReason | 'timeout' | 'too_large' | 'upstream_end' | 'upstream_error' | 'client_gone';
+
+export interface SsePipeOptions {
+  body: Readable;
+  res: ServerResponse;
+  rewriter: SseRewriter;
+  /** Writes the client's status line and headers: once, before the first byte of the stream. */
+  start: () => void;
+  onEvents: (count: number) => void;
+  /** For continuations: bounds on the held replay, and what to do when it fails. */
+  verify?: { timeoutMs: number; maxBytes: number; onFailed: (why: VerifyFailure) => void };
+}
+
+export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
+  const { body, res, rewriter } = options;
+  let started = false;
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  let heldEvents = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let settle!: (how: PipeEnd) => void;
+  let settled = false;
+
+  const done = new Promise<PipeEnd>((resolve) => {
+    settle = (how) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      body.off('data', onData);
+      res.off('drain', onDrain);
+      body.destroy();
+      if (started && how !== 'client_gone' && !res.writableEnded) res.end();
+      resolve(how);
+    };
+  });
+
+  const fail = (why: VerifyFailure) => {
+    if (settled) return;
+    settle('not_verified');
+    options.verify?.onFailed(why);
+  };
+
+  const begin = () => {
+    started = true;
+    clearTimeout(timer);
+    options.start();
+    if (heldBytes > 0) res.write(Buffer.concat(held));
+    if (heldEvents > 0) options.onEvents(heldEvents);
+    held = [];
+  };
+
+  const onDrain = () => body.resume();
+  const deliver = (result: RewriteResult) => {
+    if (settled) return;
+    if (!started) {
+      if (result.end) return fail(result.end);
+      held.push(result.out);
+      heldBytes += result.out.length;
+      heldEvents += result.events;
+      if (rewriter.verified) begin();
+      else if (heldBytes > (options.verify?.maxBytes ?? Infinity)) return fail('too_large');
+      if (!started) return void body.resume();
+    } else if (result.out.length > 0) {
+      if (result.events > 0) options.onEvents(result.events);
+      if (!res.write(result.out) && !result.end) {
+        res.once('drain', onDrain);
+        return;
+      }
+    }
+    if (result.end) return settle(result.end);
+    body.resume();
+  };
+  // Chunks, the end and errors are handled strictly in order: a Readable emits 'end' as soon as
+  // it handed out its last chunk, even paused, while that chunk's records may still be on the way.
+  let queue = Promise.resolve();
+  const inOrder = (step: () => void | Promise<void>) => {
+    queue = queue.then(step);
+  };
+  const onData = (chunk: Buffer) => {
+    body.pause();
+    inOrder(() => rewriter.push(chunk).then(deliver));
+  };
+
+  if (rewriter.verified) begin();
+  else timer = setTimeout(() => fail('timeout'), options.verify?.timeoutMs ?? 0);
+
+  body.on('data', onData);
+  body.once('end', () =>
+    inOrder(() => {
+      if (settled) return;
+      const last = rewriter.end();
+      if (!started) return fail(last.end ?? 'upstream_end');
+      settle(last.end ?? 'upstream_end');
+    }),
+  );
+  body.once('error', () => inOrder(() => (started ? settle('upstream_error') : fail('upstream_error'))));
+  res.once('close', () => {
+    if (!started) return fail('client_gone');
+    settle(res.writableFinished ? 'upstream_end' : 'client_gone');
+  });
+
+  return { end: () => settle('gateway_end'), done };
+}

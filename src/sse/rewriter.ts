@@ -1,0 +1,190 @@
+/**
+ * The response path of every SSE stream (CONTRACT.md §4): each event id the replica sends is
+ * replaced by the gateway's cursor, and its position recorded in the store before the event
+ * leaves (E5). Records are written once per chunk the replica sends, not once per event.
+ *
+ * A continuation first passes through a verifying phase (§5 check 7): the owner's replayed events
+ * must be exactly the recorded ones after the cursor, in order; they leave with their original
+ * cursors (E3). Only then does the stream go live, numbering on from the recorded head.
+ *
+ * Nothing half-rewritten is ever sent: a block is forwarded only when complete and recorded; an
+ * oversized event, a refused record or a broken replay ends the output where it stands.
+ */
+import type { CursorCodec } from '../cursor.js';
+import type { JsonRpcId, RecordResult } from '../store/types.js';
+import { SseParser, type SseEvent, type SseItem } from './parser.js';
+import { serializeComment, serializeEvent } from './serializer.js';
+
+export interface RecordSink {
+  /** Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: made by the gateway). */
+  record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[]): Promise<RecordResult>;
+}
+
+export type EndReason =
+  /** The replica sent an event larger than limits.sseEventBytes. */
+  | 'event_too_large'
+  /** The store refused the records: another connection took the stream over, or it expired. */
+  | 'stale'
+  | 'missing'
+  /** The store did not answer: the events cannot leave without their records (E5). */
+  | 'store_failed'
+  /** Check 7: the owner's replay was not exactly the recorded events. */
+  | 'gap';
+
+export interface RewriteResult {
+  /** Bytes for the client, in order. */
+  readonly out: Buffer;
+  /** Events among them (for the metrics). */
+  readonly events: number;
+  /** Set when the stream must end after `out`. */
+  readonly end?: EndReason;
+}
+
+export interface CursorTarget {
+  codec: CursorCodec;
+  sessionId: string;
+  incarnation: string;
+  sink: RecordSink;
+}
+
+export interface RewriterOptions {
+  /**
+   * Where cursors come from. Without one (a stream outside any session, or a store that cannot
+   * record), ids are removed: an upstream id never reaches the client (E1, E2).
+   */
+  cursors: CursorTarget | undefined;
+  /** The last position already issued on the incarnation. */
+  head: number;
+  maxEventBytes: number;
+  /** POST streams: note the JSON-RPC responses that pass, so that pending requests are known. */
+  trackResponses: boolean;
+  /** A continuation: the owner's ids expected first, replayed at positions verifyFrom+1... */
+  verify?: { readonly expected: readonly string[]; readonly fromSeq: number };
+}
+
+export class SseRewriter {
+  readonly #options: RewriterOptions;
+  readonly #parser: SseParser;
+  #items: SseItem[] = [];
+  #head: number;
+  #verified: number;
+  #ended: EndReason | undefined;
+
+  constructor(options: RewriterOptions) {
+    this.#options = options;
+    this.#head = options.head;
+    this.#verified = options.verify ? 0 : Infinity;
+    this.#parser = new SseParser((item) => this.#items.push(item), { maxEventBytes: options.maxEventBytes });
+  }
+
+  /** The last position issued so far. */
+  get head(): number {
+    return this.#head;
+  }
+
+  /** True once every replayed event was checked (at once when nothing is replayed). */
+  get verified(): boolean {
+    return this.#verified >= (this.#options.verify?.expected.length ?? 0);
+  }
+
+  /** Rewrites one chunk from the replica. Resolves once its records are in the store. */
+  push(chunk: Uint8Array): Promise<RewriteResult> {
+    if (this.#ended) return Promise.resolve({ out: Buffer.alloc(0), events: 0, end: this.#ended });
+    this.#parser.push(chunk);
+    const items = this.#items;
+    this.#items = [];
+    return this.#emit(items);
+  }
+
+  /** The replica's stream ended: an incomplete last block is dropped (never sent half). */
+  end(): RewriteResult {
+    this.#parser.end();
+    this.#items = [];
+    if (!this.#ended && !this.verified) this.#ended = 'gap';
+    return { out: Buffer.alloc(0), events: 0, ...(this.#ended ? { end: this.#ended } : {}) };
+  }
+
+  /** An event made by the gateway itself (a signal), numbered and recorded like any other. */
+  synthetic(data: string): Promise<RewriteResult> {
+    return this.#emit([{ kind: 'event', id: '', event: undefined, data, retry: undefined, size: 0 }], true);
+  }
+
+  async #emit(items: readonly SseItem[], synthetic = false): Promise<RewriteResult> {
+    const pieces: Buffer[] = [];
+    const upstreamIds: (string | null)[] = [];
+    const responded: JsonRpcId[] = [];
+    const fromSeq = this.#head + 1;
+    let events = 0;
+    let end: EndReason | undefined;
+
+    for (const item of items) {
+      if (item.kind === 'comment') {
+        pieces.push(serializeComment(item.text));
+        continue;
+      }
+      if (item.kind === 'truncated') continue;
+      if (item.kind === 'error') {
+        end = 'event_too_large';
+        break;
+      }
+      if (!this.verified) {
+        // Check 7: the next replayed event must be the next recorded one, nothing else.
+        const { expected, fromSeq: base } = this.#options.verify!;
+        if (!item.id || item.id !== expected[this.#verified]) {
+          end = 'gap';
+          break;
+        }
+        pieces.push(this.#serialize(item, base + 1 + this.#verified));
+        this.#verified++;
+        events++;
+        continue;
+      }
+      if (item.id && !this.#options.cursors) {
+        pieces.push(serializeEvent({ ...item, id: undefined }));
+      } else if (synthetic || item.id) {
+        const seq = fromSeq + upstreamIds.length;
+        upstreamIds.push(synthetic ? null : (item.id as string));
+        if (this.#options.trackResponses) collectResponseId(item.data, responded);
+        pieces.push(this.#serialize(item, seq));
+      } else {
+        // No id (or an empty one, which resets the client's last id): passes as it is (E1).
+        pieces.push(serializeEvent(item));
+      }
+      events++;
+    }
+
+    if (upstreamIds.length > 0) {
+      const result = await this.#options.cursors!.sink.record(fromSeq, upstreamIds, responded).catch(() => 'store_failed' as const);
+      if (result !== 'ok') {
+        // Nothing of this batch may leave without its records: what came before it already did.
+        this.#ended = result;
+        return { out: Buffer.alloc(0), events: 0, end: result };
+      }
+      this.#head = fromSeq + upstreamIds.length - 1;
+    }
+    if (end) this.#ended = end;
+    return { out: Buffer.concat(pieces), events, ...(end ? { end } : {}) };
+  }
+
+  #serialize(item: SseEvent, seq: number): Buffer {
+    const { codec, sessionId, incarnation } = this.#options.cursors!;
+    const cursor = codec.encode(sessionId, { incarnation, seq });
+    return serializeEvent({ ...item, id: cursor });
+  }
+}
+
+/** The id of a JSON-RPC response (result or error) carried in `data`, if it is one. */
+function collectResponseId(data: string | undefined, into: JsonRpcId[]): void {
+  if (!data || !data.includes('"id"')) return;
+  try {
+    const message = JSON.parse(data) as unknown;
+    for (const m of Array.isArray(message) ? message : [message]) {
+      if (m && typeof m === 'object' && !('method' in m) && ('result' in m || 'error' in m)) {
+        const id = (m as { id?: unknown }).id;
+        if (typeof id === 'string' || typeof id === 'number') into.push(id);
+      }
+    }
+  } catch {
+    // Not JSON: not a response, nothing pending changes.
+  }
+}

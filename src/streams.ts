@@ -1,0 +1,154 @@
+/**
+ * SSE streams through the gateway: each is an incarnation in the store (E4, E5), owned by the
+ * replica that produced it, its events numbered with cursors by the rewriter, its session kept
+ * alive while it is open, and registered so that shutdown can end it.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { Config } from './config/schema.js';
+import { isStoreError } from './errors.js';
+import { newIncarnationId } from './cursor.js';
+import type { CursorKeys } from './cursor-keys.js';
+import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
+import type { OpenStreams } from './relay.js';
+import { pipeSse, type PipeEnd, type SsePipeOptions } from './sse/pipe.js';
+import { SseRewriter, type CursorTarget } from './sse/rewriter.js';
+import type { IncarnationKind, JsonRpcId, Store } from './store/types.js';
+
+export interface StreamDeps {
+  config: () => Config;
+  store: Store;
+  keys: CursorKeys;
+  metrics: Metrics;
+  logger: Logger;
+  open: OpenStreams;
+}
+
+/** An incarnation this gateway writes to: which one, and as which attachment. */
+export interface Attachment {
+  readonly sessionId: string;
+  readonly incarnation: string;
+  readonly owner: string;
+  readonly attach: number;
+}
+
+export interface PipeRequest {
+  readonly body: Readable;
+  readonly res: ServerResponse;
+  readonly replica: string;
+  readonly start: () => void;
+  readonly verify?: SsePipeOptions['verify'];
+}
+
+export class SseStreams {
+  constructor(private readonly deps: StreamDeps) {}
+
+  /**
+   * Records a new incarnation of the session, before any of its events leaves (E5). A GET
+   * supersedes the session's earlier GET incarnations (E4). Rejects with a StoreError.
+   */
+  async openIncarnation(sessionId: string, owner: string, kind: IncarnationKind, options: { pending?: readonly JsonRpcId[]; supersede: boolean }): Promise<Attachment> {
+    const incarnation = newIncarnationId();
+    const { idleTtlMs } = this.deps.config().sessions;
+    await this.deps.store.openIncarnation({ id: incarnation, sessionId, owner, kind, pending: options.pending ?? [], supersede: options.supersede }, idleTtlMs);
+    return { sessionId, incarnation, owner, attach: 1 };
+  }
+
+  /** The cursors of an attachment: numbered by the codec, recorded in the store. */
+  async cursors(at: Attachment): Promise<CursorTarget> {
+    const codec = await this.deps.keys.codec();
+    const { store } = this.deps;
+    const config = this.deps.config();
+    return {
+      codec,
+      sessionId: at.sessionId,
+      incarnation: at.incarnation,
+      sink: {
+        record: (fromSeq, upstreamIds, responded) =>
+          withRetry(config.resumption.recordRetryMs, () =>
+            store.recordEvents(
+              at.sessionId,
+              at.incarnation,
+              { attach: at.attach, fromSeq, upstreamIds, responded },
+              config.resumption.recordedEvents,
+              config.sessions.idleTtlMs,
+            ),
+          ),
+      },
+    };
+  }
+
+  rewriter(cursors: CursorTarget | undefined, head: number, options: { trackResponses: boolean; verify?: { expected: readonly string[]; fromSeq: number } }): SseRewriter {
+    return new SseRewriter({
+      cursors,
+      head,
+      maxEventBytes: this.deps.config().limits.sseEventBytes,
+      trackResponses: options.trackResponses,
+      ...(options.verify ? { verify: options.verify } : {}),
+    });
+  }
+
+  /** Pipes a replica's SSE body through `rewriter` to the client; resolves when it ends. */
+  pipe(request: PipeRequest, rewriter: SseRewriter, at: Attachment | undefined): Promise<PipeEnd> {
+    const { metrics, open } = this.deps;
+    const events = metrics.sseEvents.labels({ replica: request.replica });
+    const streamOpen = metrics.sseStreamsOpen.labels({ replica: request.replica });
+    let counted = false;
+    const stream = pipeSse({
+      body: request.body,
+      res: request.res,
+      rewriter,
+      start: () => {
+        counted = true;
+        streamOpen.inc();
+        request.start();
+      },
+      onEvents: (n) => events.inc(n),
+      ...(request.verify ? { verify: request.verify } : {}),
+    });
+    open.add(stream);
+    const keepAlive = at ? this.#keepAlive(at) : undefined;
+    return stream.done.then((how) => {
+      if (counted) streamOpen.dec();
+      clearInterval(keepAlive);
+      if (how === 'stale' || how === 'missing' || how === 'store_failed' || how === 'event_too_large') {
+        this.deps.logger.warn({ replica: request.replica, why: how }, 'SSE stream ended early: the client will reconnect');
+      }
+      return how;
+    });
+  }
+
+  /** An open stream is activity: its session and incarnation must not expire under it. */
+  #keepAlive(at: Attachment): NodeJS.Timeout {
+    const { store } = this.deps;
+    const ttl = this.deps.config().sessions.idleTtlMs;
+    const timer = setInterval(
+      () => {
+        // Failures are counted by the store metrics and retried at the next tick.
+        store.touchSession(at.sessionId, ttl).catch(() => undefined);
+        store.touchIncarnation(at.sessionId, at.incarnation, ttl).catch(() => undefined);
+      },
+      Math.max(1000, Math.floor(ttl / 3)),
+    );
+    timer.unref();
+    return timer;
+  }
+}
+
+/**
+ * Retries a store write that failed (not one that was refused) until `budgetMs` is spent: a store
+ * blip or failover holds a stream for a moment instead of ending it. Safe because recordEvents is
+ * idempotent: a batch that landed although its answer timed out is 'ok' again.
+ */
+async function withRetry<T>(budgetMs: number, write: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + budgetMs;
+  for (let pause = 50; ; pause = Math.min(pause * 2, 1000)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isStoreError(err) || performance.now() + pause > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}

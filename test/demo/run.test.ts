@@ -1,0 +1,100 @@
+/**
+ * `npm run demo -- --exit` as CI runs it: the real command, in a child process, on free ports.
+ * What is checked is what the user reads on the terminal.
+ */
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+
+/** Tests compile to build/test/, sources to build/src/. */
+const RUN_JS = fileURLToPath(new URL('../../src/demo/run.js', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const CONFIG = fileURLToPath(new URL('../../../config/gateway.yaml', import.meta.url));
+const DEMO_TIMEOUT_MS = 60_000;
+
+interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runDemo(t: Test, args: string[]): Promise<Finished> {
+  const child = spawn(process.execPath, [RUN_JS, '--config', CONFIG, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function listen(port: number): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+}
+
+const close = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
+
+async function freePort(): Promise<number> {
+  const server = await listen(0);
+  const { port } = server.address() as { port: number };
+  await close(server);
+  return port;
+}
+
+/** A base N with N+1..N+3 free: a free port from the kernel, then its two neighbours checked. */
+async function freePortBase(): Promise<number> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const first = await freePort();
+    if (first + 2 > 65535) continue;
+    const held: Server[] = [];
+    try {
+      for (const port of [first, first + 1, first + 2]) held.push(await listen(port));
+      return first - 1;
+    } catch {
+      // A neighbour is taken: try another.
+    } finally {
+      await Promise.all(held.map(close));
+    }
+  }
+  throw new Error('no three consecutive free ports');
+}
+
+t.test('the demo runs its scripted session through the gateway and exits 0', { timeout: DEMO_TIMEOUT_MS }, async (t) => {
+  const [portBase, listenPort, adminPort] = [await freePortBase(), await freePort(), await freePort()];
+  const run = await runDemo(t, ['--exit', '--port-base', String(portBase), '--listen-port', String(listenPort), '--admin-port', String(adminPort)]);
+  t.equal(run.code, 0, `exit code 0 (stderr: ${run.stderr})`);
+  const out = run.stdout;
+  t.match(out, `http://127.0.0.1:${listenPort}/mcp`, 'names the MCP endpoint');
+  t.match(out, `http://127.0.0.1:${adminPort}/metrics`, 'names the metrics URL');
+  for (const [i, id] of ['r1', 'r2', 'r3'].entries()) t.match(out, `${id}  http://127.0.0.1:${portBase + i + 1}/mcp`, `names replica ${id}`);
+  t.equal(out.match(/progress [1-3]\/3 /g)?.length, 3, '3 progress notifications');
+  t.equal(out.match(/notifications\/message seq [1-3] from r[1-3]/g)?.length, 3, '3 logging notifications');
+  t.match(out, 'Mcp-Resumption: stripped', 'the stale Last-Event-ID on a POST was stripped');
+  t.match(out, /mcp_gateway_resumptions_total\{outcome="stripped",reason="post_request"\} 1/, 'and counted');
+  t.match(out, /HTTP 404 .*Session not found/, 'the session is gone after DELETE');
+  t.notMatch(out, /"level":/, 'no gateway log line at the default level');
+});
+
+t.test('a port in use: one line naming the port and the flag to change, exit 1', { timeout: DEMO_TIMEOUT_MS }, async (t) => {
+  const [portBase, adminPort] = [await freePortBase(), await freePort()];
+  const taken = await listen(0);
+  t.teardown(() => close(taken));
+  const listenPort = (taken.address() as { port: number }).port;
+  const run = await runDemo(t, ['--exit', '--port-base', String(portBase), '--listen-port', String(listenPort), '--admin-port', String(adminPort)]);
+  t.equal(run.code, 1, 'exit code 1');
+  t.equal(run.stdout, '', 'nothing on stdout');
+  const lines = run.stderr.trimEnd().split('\n');
+  t.equal(lines.length, 1, `one line on stderr: ${run.stderr}`);
+  t.match(lines[0], `port ${listenPort}`, 'it names the port');
+  t.match(lines[0], '--listen-port', 'and the flag that changes it');
+});

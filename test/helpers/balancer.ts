@@ -1,0 +1,59 @@
+/**
+ * A round-robin TCP balancer in front of the gateway instances, the topology where a reconnect
+ * lands on another instance. It can cut every open connection at once, and a test can choose
+ * where the next connections go.
+ */
+import { once } from 'node:events';
+import { connect, createServer, type Socket } from 'node:net';
+import type { Teardown } from './gateway.js';
+
+export interface Balancer {
+  /** Base URL with the MCP path, e.g. http://127.0.0.1:40123/mcp */
+  url: string;
+  /** Destroys every open connection on both sides (like a load balancer restart). */
+  cut(): void;
+  /** From now on, new connections go to backends[index] only; undefined: round robin again. */
+  pin(index: number | undefined): void;
+  /** Connections accepted so far, by backend index. */
+  readonly accepted: number[];
+}
+
+export async function startBalancer(t: Teardown, backends: readonly string[], path = '/mcp'): Promise<Balancer> {
+  const targets = backends.map((b) => new URL(b));
+  const open = new Set<Socket>();
+  const accepted = targets.map(() => 0);
+  let next = 0;
+  let pinned: number | undefined;
+  const server = createServer((client) => {
+    const index = pinned ?? next++ % targets.length;
+    accepted[index]!++;
+    const target = targets[index]!;
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      open.add(socket);
+      socket.once('close', () => open.delete(socket));
+      socket.on('error', () => undefined);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  t.teardown(async () => {
+    for (const socket of open) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return {
+    url: `http://127.0.0.1:${port}${path}`,
+    cut: () => {
+      for (const socket of open) socket.destroy();
+    },
+    pin: (index) => {
+      pinned = index;
+    },
+    accepted,
+  };
+}

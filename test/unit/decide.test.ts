@@ -1,0 +1,83 @@
+/** The §5 decision table: one case per reason, and the first failing check wins. */
+import t from 'tap';
+import type { DecodeResult } from '../../src/cursor.js';
+import { decide, type ResumptionFacts } from '../../src/resumption/decide.js';
+import type { IncarnationRecord, IncarnationView, SessionRecord } from '../../src/store/types.js';
+
+const session: SessionRecord = { sessionId: 's1', owner: 'r1', ownerEpoch: '', state: 'active', createdAt: 0 };
+const record: IncarnationRecord = { id: 'inc-get-000000001', sessionId: 's1', owner: 'r1', kind: 'get', state: 'open', head: 5, base: 0, attach: 1, pending: [] };
+const ok: DecodeResult = { kind: 'ok', fields: { incarnation: record.id, seq: 3 } };
+const view: IncarnationView = { record, currentGet: record.id, at: 'u3', after: ['u4', 'u5'] };
+
+/** A resumption that continues; each case changes what it needs to fail one check. */
+function facts(change: Partial<ResumptionFacts> = {}): ResumptionFacts {
+  return { session, ownerGone: false, ownerHealth: 'up', cursor: ok, view, ...change };
+}
+
+const foreign: DecodeResult = { kind: 'foreign', why: 'bad_mac' };
+const mismatch: DecodeResult = { kind: 'session_mismatch', fields: ok.fields };
+const lost: SessionRecord = { ...session, state: 'lost' };
+const postRecord: IncarnationRecord = { ...record, kind: 'post', pending: [7, 'a'] };
+
+t.test('all checks pass: continue from the owner with its own id and the ids to verify', async (t) => {
+  t.same(decide(facts()), { kind: 'continue', incarnation: record.id, owner: 'r1', seq: 3, upstreamId: 'u3', expected: ['u4', 'u5'] });
+  t.same(decide(facts({ view: { ...view, at: 'u5', after: [] } })), { kind: 'continue', incarnation: record.id, owner: 'r1', seq: 3, upstreamId: 'u5', expected: [] }, 'at the head: nothing to replay');
+});
+
+t.test('1 session_unknown: no session, expired, or ended by DELETE: 404', async (t) => {
+  t.same(decide(facts({ session: null })), { kind: 'not_found', reason: 'session_unknown' });
+  t.same(decide(facts({ session: { ...session, state: 'terminated' } })), { kind: 'not_found', reason: 'session_unknown' });
+  t.same(decide(facts({ session: null, cursor: foreign, view: null })), { kind: 'not_found', reason: 'session_unknown' }, 'before foreign_cursor');
+});
+
+t.test('2 foreign_cursor', async (t) => {
+  t.match(decide(facts({ cursor: foreign, view: null })), { kind: 'new_stream', reason: 'foreign_cursor', sessionAlive: true, pending: [] });
+  t.same(decide(facts({ session: lost, cursor: foreign, view: null })), { kind: 'not_found', reason: 'foreign_cursor' }, 'a lost session: 404 here');
+  t.same(decide(facts({ ownerGone: true, cursor: foreign, view: null })), { kind: 'not_found', reason: 'foreign_cursor' }, 'owner gone: 404 here');
+});
+
+t.test('3 session_mismatch', async (t) => {
+  t.match(decide(facts({ cursor: mismatch, view: null })), { kind: 'new_stream', reason: 'session_mismatch' });
+  t.same(decide(facts({ session: lost, cursor: mismatch, view: null })), { kind: 'not_found', reason: 'session_mismatch' });
+});
+
+t.test('4 unknown_stream: incarnation or position not recorded', async (t) => {
+  t.match(decide(facts({ view: null })), { kind: 'new_stream', reason: 'unknown_stream' });
+  t.match(decide(facts({ view: { ...view, at: undefined, after: [] } })), { kind: 'new_stream', reason: 'unknown_stream' }, 'position trimmed');
+  t.match(decide(facts({ cursor: { kind: 'ok', fields: { incarnation: record.id, seq: 9 } } })), { kind: 'new_stream', reason: 'unknown_stream' }, 'beyond the head');
+  t.match(decide(facts({ session: lost, view: null })), { kind: 'new_stream', reason: 'unknown_stream', sessionAlive: false }, "a lost session's own cursor goes on to 4");
+});
+
+t.test('5 superseded: a newer GET incarnation exists', async (t) => {
+  t.match(decide(facts({ view: { ...view, currentGet: 'inc-newer-0000001' } })), { kind: 'new_stream', reason: 'superseded' });
+  t.match(
+    decide(facts({ view: { ...view, record: postRecord, currentGet: 'inc-newer-0000001' } })),
+    { kind: 'continue' },
+    'a POST stream is never superseded by a GET',
+  );
+  t.match(decide(facts({ view: { ...view, currentGet: 'inc-newer-0000001' }, ownerGone: true })), { reason: 'superseded' }, 'before owner_gone');
+});
+
+t.test('6 owner_gone: the owner is gone or the session ended with it', async (t) => {
+  t.match(decide(facts({ ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
+  t.match(decide(facts({ session: lost })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
+  t.match(decide(facts({ session: lost, view: { ...view, record: postRecord } })), { reason: 'owner_gone', pending: [7, 'a'] }, 'pending requests of a POST stream are named');
+  t.match(decide(facts({ ownerGone: true, view: { ...view, at: null } })), { reason: 'owner_gone' }, 'before gap');
+});
+
+t.test('a suspected owner: 503, after every check that needs no owner', async (t) => {
+  t.same(decide(facts({ ownerHealth: 'suspect' })), { kind: 'unavailable' });
+  t.match(decide(facts({ ownerHealth: 'suspect', view: { ...view, currentGet: 'inc-newer-0000001' } })), { reason: 'superseded' });
+});
+
+t.test('7 gap, where no replay can be asked for', async (t) => {
+  t.match(decide(facts({ view: { ...view, at: null } })), { kind: 'new_stream', reason: 'gap', sessionAlive: true }, 'the cursor is a signal event the gateway made');
+  t.match(decide(facts({ view: { ...view, after: ['u4', null] } })), { reason: 'gap' }, 'a gateway event after the cursor');
+  t.match(decide(facts({ view: { ...view, record: { ...record, state: 'closed' } } })), { reason: 'gap' }, 'a closed stream before its end');
+});
+
+t.test('the last cursor of a stream the gateway ended on purpose settles', async (t) => {
+  const closedAtHead: IncarnationView = { record: { ...record, state: 'closed', head: 3 }, currentGet: record.id, at: null, after: [] };
+  t.same(decide(facts({ view: closedAtHead })), { kind: 'complete' }, 'session alive: nothing follows, no new signal');
+  t.same(decide(facts({ session: lost, view: closedAtHead })), { kind: 'not_found', reason: 'owner_gone' }, 'session gone: 404');
+});
