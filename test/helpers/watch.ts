@@ -1,6 +1,7 @@
 /** Awaiting what a client receives, without sleeping: collections that resolve waiters. */
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 /** A list that a test can wait on until it holds enough items. */
 export class Collected<T> {
@@ -61,6 +62,11 @@ export function gatedFetch() {
       if (lastEventId !== null) {
         reconnections.push(lastEventId);
         await gate;
+        // A connection of its own, so that the balancer (not a pooled keep-alive socket) decides
+        // where the reconnection lands.
+        const response = (await undiciFetch(input as string, { ...(init as object), dispatcher: new Agent({ pipelining: 0 }) })) as unknown as Response;
+        streams.push(response);
+        return response;
       }
       const response = await fetch(input, init);
       streams.push(response);
