@@ -51,12 +51,12 @@ export function relay(body: Readable, res: ServerResponse): Relay<RelayEnd> {
   return { end: () => finish('gateway_end'), done };
 }
 
-/** The streams open right now, so that shutdown can end them. */
+/** The streams open right now, by owning replica, so that shutdown and reloads can end them. */
 export class OpenStreams {
-  readonly #open = new Set<Relay>();
+  readonly #open = new Map<Relay, string>();
 
-  add(stream: Relay): void {
-    this.#open.add(stream);
+  add(stream: Relay, replica: string): void {
+    this.#open.set(stream, replica);
     void stream.done.then(() => this.#open.delete(stream));
   }
 
@@ -64,7 +64,8 @@ export class OpenStreams {
     return this.#open.size;
   }
 
-  endAll(): void {
-    for (const stream of this.#open) stream.end();
+  /** Ends every open stream, or those of the given replicas. */
+  end(replicas?: ReadonlySet<string>): void {
+    for (const [stream, replica] of this.#open) if (!replicas || replicas.has(replica)) stream.end();
   }
 }

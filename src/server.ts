@@ -117,16 +117,21 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       return { mcpUrl, adminUrl };
     },
     reconfigure(next) {
+      const kept = new Set(next.replicas.map((r) => r.id));
+      const removed = new Set(config.replicas.map((r) => r.id).filter((id) => !kept.has(id)));
       config = next;
       fleet.reconfigure(next);
-      void upstreams.retain(new Set(next.replicas.map((r) => r.id)));
+      // Streams of removed replicas end now; their sessions are lost (R4) and get 404 from here on.
+      open.end(removed);
+      void upstreams.retain(kept);
+      if (removed.size > 0) logger.info({ removed: [...removed] }, 'replicas removed: their streams ended, their sessions lost');
     },
     async close() {
       draining = true;
       clearInterval(secretRefresh);
       const graceMs = config.shutdown.graceMs;
       // Open streams would hold the listener open forever: end them first, the clients reconnect.
-      open.endAll();
+      open.end();
       const closing = mcp.close();
       // A keep-alive connection goes idle when its in-flight request ends; close it then. Node
       // does not count a connection that never sent a byte as idle: close those too.

@@ -99,6 +99,7 @@ export class SseStreams {
       body: request.body,
       res: request.res,
       rewriter,
+      retryHintMs: this.deps.config().shutdown.retryHintMs,
       start: () => {
         counted = true;
         streamOpen.inc();
@@ -107,7 +108,7 @@ export class SseStreams {
       onEvents: (n) => events.inc(n),
       ...(request.verify ? { verify: request.verify } : {}),
     });
-    open.add(stream);
+    open.add(stream, request.replica);
     const keepAlive = at ? this.#keepAlive(at) : undefined;
     return stream.done.then((how) => {
       if (counted) streamOpen.dec();

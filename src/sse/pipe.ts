@@ -22,6 +22,8 @@ export interface SsePipeOptions {
   /** Writes the client's status line and headers: once, before the first byte of the stream. */
   start: () => void;
   onEvents: (count: number) => void;
+  /** Sent as `retry:` when the gateway ends the stream on purpose, before the end. */
+  retryHintMs: number;
   /** For continuations: bounds on the held replay, and what to do when it fails. */
   verify?: { timeoutMs: number; maxBytes: number; onFailed: (why: VerifyFailure) => void };
 }
@@ -114,5 +116,12 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
     settle(res.writableFinished ? 'upstream_end' : 'client_gone');
   });
 
-  return { end: () => settle('gateway_end'), done };
+  return {
+    end: () => {
+      // The client reconnects (elsewhere) and continues with its last cursor; tell it when.
+      if (started && !settled && !res.writableEnded) res.write(`retry: ${options.retryHintMs}\n\n`);
+      settle('gateway_end');
+    },
+    done,
+  };
 }
