@@ -103,6 +103,8 @@ export function createProxy(deps: ProxyDeps) {
     const sse = contentType.toLowerCase().startsWith('text/event-stream');
     const headers = responseHeadersForClient(response.headers);
     Object.assign(headers, forwarding.responseHeaders);
+    // Counted where the marked answer leaves: a request never forwarded (404, 503) is not stripped.
+    if (forwarding.responseHeaders['mcp-resumption'] === 'stripped') metrics.resumptions.inc({ outcome: 'stripped', reason: 'post_request' });
     if (!sse) {
       metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
       reply.hijack();
@@ -321,7 +323,6 @@ export function createProxy(deps: ProxyDeps) {
       forwarding.dropRequestHeaders = [LAST_EVENT_ID];
       if (lastEventId !== '') {
         forwarding.responseHeaders = { 'mcp-resumption': 'stripped', 'mcp-resumption-reason': 'post_request' };
-        metrics.resumptions.inc({ outcome: 'stripped', reason: 'post_request' });
       }
     }
     const sessionId = headerValue(request.headers, SESSION_HEADER);

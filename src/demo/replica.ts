@@ -7,6 +7,10 @@
  *   node dist/demo/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000]
  *
  * prints one JSON line `{"event":"listening",...}` on stdout and nothing else there.
+ *
+ * Tools: whoami, counter, counter_value, progress, emit, echo, and request_headers (the HTTP
+ * headers of the request that carried the call, as the replica received them: what a proxy in
+ * front of it forwarded).
  */
 import { randomUUID } from 'node:crypto';
 import { realpathSync } from 'node:fs';
@@ -207,6 +211,21 @@ function buildMcpServer(replica: string, counter: { value: number }): McpServer 
         else await extra.sendNotification({ method: 'notifications/message', params });
       }
       return text(`emitted ${args.count} on ${onGet ? 'get' : 'request'} stream`);
+    },
+  );
+
+  mcp.registerTool(
+    'request_headers',
+    {
+      description: 'The HTTP headers of the request that carried this call, as JSON (names in lower case).',
+      outputSchema: { headers: z.record(z.string(), z.union([z.string(), z.array(z.string())])) },
+    },
+    async (extra) => {
+      const headers: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(extra.requestInfo?.headers ?? {})) {
+        if (typeof value === 'string' || Array.isArray(value)) headers[name.toLowerCase()] = value;
+      }
+      return { ...text(JSON.stringify(headers)), structuredContent: { headers } };
     },
   );
 

@@ -211,20 +211,24 @@ export function createResumption(kit: ResumeKit) {
       return;
     }
     const owner = fleet.get(session.owner);
-    const fresh = sessionAlive && pending.length === 0 && owner !== undefined && fleet.health(owner.id) === 'up';
-    let at: Attachment;
+    const wantsFresh = sessionAlive && pending.length === 0 && owner !== undefined && fleet.health(owner.id) === 'up';
+    // The owner is asked first: only a fresh stream that really opened supersedes the session's
+    // GET stream (E4). A refused one must leave a live stream resumable.
+    const fresh = wantsFresh ? await openFreshStream(request, session, owner, res) : undefined;
+    let at: Attachment | undefined;
     let rewriter;
     let first;
     try {
-      // The signal opens a new incarnation; when a fresh stream follows, it supersedes the old (E4).
-      at = await streams.openIncarnation(session.sessionId, session.owner, 'get', { supersede: fresh });
+      at = await streams.openIncarnation(session.sessionId, session.owner, 'get', { supersede: fresh !== undefined });
       rewriter = streams.rewriter(await streams.cursors(at), 0, { trackResponses: false });
       first = await rewriter.synthetic(streamResetNotification(reason, lastEventId));
     } catch (err) {
       if (!isStoreError(err)) throw err;
       first = { end: 'store_failed' as const, out: Buffer.alloc(0) };
     }
-    if (first.end) {
+    if (first.end || !at || !rewriter) {
+      fresh?.abort.abort();
+      fresh?.response.body.destroy();
       const retryAfter = String(config.upstream.retryAfterSeconds);
       metrics.requests.inc({ method: 'GET', status: '503', replica: 'none' });
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });
@@ -243,8 +247,18 @@ export function createResumption(kit: ResumeKit) {
     res.write(first.out);
     // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
     for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
-    if (!fresh || !owner) return endSignal(res, at!);
+    if (!fresh || !owner) return endSignal(res, at);
+    res.once('close', () => {
+      if (!res.writableFinished) fresh.abort.abort();
+    });
+    await streams.pipe({ body: fresh.response.body, res, replica: owner.id, start: () => undefined }, rewriter, at);
+  }
 
+  /**
+   * A GET stream from the owner without Last-Event-ID, to follow a signal. A 409 from an owner
+   * that has not yet noticed the old stream's close is retried briefly. Undefined when none opens.
+   */
+  async function openFreshStream(request: FastifyRequest, session: SessionRecord, owner: ReplicaConfig, res: ServerResponse) {
     for (let attempt = 1; ; attempt++) {
       const abort = new AbortController();
       let response: UpstreamResponse;
@@ -255,22 +269,12 @@ export function createResumption(kit: ResumeKit) {
           await fleet.reportRefused(owner.id);
           kit.loseSession(session, 'owner refused the connection');
         }
-        return endSignal(res, at!);
+        return undefined;
       }
       const sse = (headerValue(response.headers, 'content-type') ?? '').toLowerCase().startsWith('text/event-stream');
-      if (response.statusCode === 200 && sse) {
-        if (res.destroyed) {
-          response.body.destroy();
-          return;
-        }
-        res.once('close', () => {
-          if (!res.writableFinished) abort.abort();
-        });
-        await streams.pipe({ body: response.body, res, replica: owner.id, start: () => undefined }, rewriter!, at!);
-        return;
-      }
+      if (response.statusCode === 200 && sse) return { response, abort };
       await response.body.dump().catch(() => undefined);
-      if (response.statusCode !== 409 || attempt >= FRESH_STREAM_ATTEMPTS || res.destroyed) return endSignal(res, at!);
+      if (response.statusCode !== 409 || attempt >= FRESH_STREAM_ATTEMPTS || res.destroyed) return undefined;
       await new Promise((resolve) => setTimeout(resolve, FRESH_STREAM_BACKOFF_MS * attempt));
     }
   }

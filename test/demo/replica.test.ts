@@ -132,7 +132,7 @@ t.test('tools: whoami, echo, counter and counter_value', async (t) => {
   const { client } = await sdkClient(t, r.url);
 
   const tools = await client.listTools();
-  t.same(tools.tools.map((tool) => tool.name).sort(), ['counter', 'counter_value', 'echo', 'emit', 'progress', 'whoami']);
+  t.same(tools.tools.map((tool) => tool.name).sort(), ['counter', 'counter_value', 'echo', 'emit', 'progress', 'request_headers', 'whoami']);
 
   const who = await client.callTool({ name: 'whoami', arguments: {} });
   t.equal(textOf(who), 'demo-1');
