@@ -1,0 +1,332 @@
+/**
+ * What a benchmark runs against, every piece its own process on loopback, started from nothing and
+ * stopped at the end: the upstreams (the fast bench upstream, the demo SDK replica), Redis, and the
+ * proxies in front of them (the gateway through its real CLI, nginx, haproxy) from the templates in
+ * bench/templates/.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { stringify } from 'yaml';
+import { accepts, freePort, have, startChild, waitFor, type Child } from './procs.js';
+
+const BUILD = new URL('../../', import.meta.url);
+const GATEWAY_CLI = fileURLToPath(new URL('src/cli.js', BUILD));
+const REPLICA_CLI = fileURLToPath(new URL('src/demo/replica.js', BUILD));
+const UPSTREAM_CLI = fileURLToPath(new URL('bench/upstream.js', BUILD));
+/** Templates live beside the sources: build/bench/lib/ -> bench/templates/. */
+const TEMPLATES = new URL('../../../bench/templates/', import.meta.url);
+const START_DEADLINE_MS = 15_000;
+
+export type ProxyKind = 'direct' | 'nginx' | 'haproxy' | 'gateway-memory' | 'gateway-redis';
+export const PROXY_KINDS: readonly ProxyKind[] = ['direct', 'nginx', 'haproxy', 'gateway-memory', 'gateway-redis'];
+
+export interface Upstream {
+  readonly kind: 'fast' | 'sdk';
+  /** The MCP endpoint, http://127.0.0.1:PORT/mcp */
+  readonly url: string;
+  readonly port: number;
+  readonly child: Child;
+}
+
+export interface Target {
+  readonly kind: ProxyKind;
+  /** The MCP endpoint clients use. */
+  readonly url: string;
+  /** The proxy process (its descendants count too); undefined for direct. */
+  readonly pid: number | undefined;
+  /** The gateway's Prometheus endpoint. */
+  readonly metricsUrl?: string;
+  stop(): Promise<void>;
+}
+
+export interface RedisServer {
+  readonly url: string;
+  readonly pid: number;
+  /** `INFO commandstats` as calls per command. */
+  commandStats(): Promise<Map<string, number>>;
+  flushall(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Reads one JSON line from a child's stdout (the replicas print one when they listen). */
+async function firstJsonLine(child: Child, what: string): Promise<Record<string, unknown>> {
+  const stdout = child.proc.stdout;
+  if (!stdout) throw new Error(`${what}: no stdout`);
+  const lines = createInterface({ input: stdout });
+  const line = await Promise.race([
+    new Promise<string>((resolve) => lines.once('line', resolve)),
+    child.exited.then(() => {
+      throw new Error(`${what} exited before listening`);
+    }),
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} did not listen`)), START_DEADLINE_MS).unref()),
+  ]);
+  // The rest of its output is drained, never read.
+  stdout.resume();
+  return JSON.parse(line) as Record<string, unknown>;
+}
+
+export async function startFastUpstream(workers = 1): Promise<Upstream> {
+  const port = workers > 1 ? await freePort() : 0;
+  const child = startChild(process.execPath, [UPSTREAM_CLI, '--port', String(port), '--workers', String(workers)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await firstJsonLine(child, 'bench upstream');
+  const actual = Number(line['port']);
+  return { kind: 'fast', url: `http://127.0.0.1:${actual}/mcp`, port: actual, child };
+}
+
+export async function startSdkReplica(id = 'sdk1'): Promise<Upstream> {
+  const child = startChild(process.execPath, [REPLICA_CLI, '--id', id, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await firstJsonLine(child, 'demo replica');
+  const port = Number(line['port']);
+  return { kind: 'sdk', url: String(line['url']), port, child };
+}
+
+export async function startRedis(dir: string): Promise<RedisServer> {
+  const port = await freePort();
+  const child = startChild('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--logfile', 'redis.log'], { cwd: dir });
+  const url = `redis://127.0.0.1:${port}`;
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+  // Refused connections while the server starts are expected; the wait below reports a real failure.
+  client.on('error', () => undefined);
+  await waitFor('redis-server', START_DEADLINE_MS, async () => {
+    if (client.status !== 'ready') await client.connect().catch(() => undefined);
+    return (await client.ping()) === 'PONG';
+  });
+  return {
+    url,
+    pid: child.pid,
+    async commandStats() {
+      const info = await client.info('commandstats');
+      const calls = new Map<string, number>();
+      for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(match[1]!, Number(match[2]));
+      return calls;
+    },
+    async flushall() {
+      await client.flushall();
+    },
+    async stop() {
+      client.disconnect();
+      await child.stop('SIGKILL');
+    },
+  };
+}
+
+export interface ProxyOptions {
+  /** Scratch directory of the run: configurations, pid and log files. */
+  dir: string;
+  upstreams: readonly Upstream[];
+  redisUrl?: string;
+  /** Gateway log level; access lines cost CPU, and nginx and haproxy run without access logs. */
+  gatewayLog: string;
+  /** Connections the gateway may hold per replica: each open SSE stream holds one. */
+  gatewayConnections: number;
+  /** The open-files limit the proxies run under (finite). */
+  openFiles: number;
+}
+
+export async function startTarget(kind: ProxyKind, opts: ProxyOptions): Promise<Target> {
+  switch (kind) {
+    case 'direct': {
+      const first = opts.upstreams[0];
+      if (!first) throw new Error('no upstream');
+      return { kind, url: first.url, pid: undefined, stop: async () => undefined };
+    }
+    case 'nginx':
+      return startNginx(opts);
+    case 'haproxy':
+      return startHaproxy(opts);
+    case 'gateway-memory':
+    case 'gateway-redis':
+      return startGateway(kind, opts);
+  }
+}
+
+function scratch(opts: ProxyOptions, name: string): Promise<string> {
+  return mkdtemp(join(opts.dir, `${name}-`));
+}
+
+async function fill(template: string, values: Record<string, string>): Promise<string> {
+  let text = await readFile(new URL(template, TEMPLATES), 'utf8');
+  for (const [key, value] of Object.entries(values)) text = text.replaceAll(`{{${key}}}`, value);
+  const left = text.match(/\{\{[A-Z_]+\}\}/);
+  if (left) throw new Error(`${template}: ${left[0]} has no value`);
+  return text;
+}
+
+async function tail(file: string): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '(no log)');
+  return text.split('\n').slice(-20).join('\n');
+}
+
+async function startGateway(kind: 'gateway-memory' | 'gateway-redis', opts: ProxyOptions): Promise<Target> {
+  const dir = await scratch(opts, kind);
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const config = {
+    listen: { host: '127.0.0.1', port },
+    admin: { host: '127.0.0.1', port: adminPort },
+    path: '/mcp',
+    store: kind === 'gateway-redis' ? { type: 'redis', url: opts.redisUrl } : { type: 'memory' },
+    replicas: opts.upstreams.map((u, i) => ({ id: `u${i + 1}`, url: u.url })),
+    upstream: { connections: opts.gatewayConnections },
+    log: { level: opts.gatewayLog },
+  };
+  if (kind === 'gateway-redis' && !opts.redisUrl) throw new Error('gateway-redis needs Redis');
+  const file = join(dir, 'gateway.yaml');
+  await writeFile(file, stringify(config));
+  const logFile = join(dir, 'gateway.log');
+  const log = createWriteStream(logFile);
+  await new Promise((resolve) => log.once('open', resolve));
+  const child = startChild(process.execPath, [GATEWAY_CLI, '--config', file], { stdio: ['ignore', log, log] });
+  const readyz = `http://127.0.0.1:${adminPort}/readyz`;
+  try {
+    await waitFor(`${kind} ready`, START_DEADLINE_MS, async () => {
+      if (child.proc.exitCode !== null) throw new Error(`exited with ${child.proc.exitCode}`);
+      return (await fetch(readyz)).status === 200;
+    });
+  } catch (err) {
+    await child.stop('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${await tail(logFile)}`);
+  }
+  return {
+    kind,
+    url: `http://127.0.0.1:${port}/mcp`,
+    pid: child.pid,
+    metricsUrl: `http://127.0.0.1:${adminPort}/metrics`,
+    async stop() {
+      await child.stop('SIGTERM', 5000);
+      log.end();
+    },
+  };
+}
+
+async function startNginx(opts: ProxyOptions): Promise<Target> {
+  const dir = await scratch(opts, 'nginx');
+  for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) await mkdir(join(dir, sub));
+  const port = await freePort();
+  // Workers of a master that runs as root would become nobody; the brief is: the current user.
+  const user = process.getuid?.() === 0 ? `user ${userInfo().username};` : '';
+  const conf = await fill('nginx.conf', {
+    DIR: dir,
+    USER: user,
+    NOFILE: String(opts.openFiles),
+    PORT: String(port),
+    SERVERS: opts.upstreams.map((u) => `server 127.0.0.1:${u.port};`).join('\n    '),
+  });
+  const file = join(dir, 'nginx.conf');
+  await writeFile(file, conf);
+  const child = startChild('nginx', ['-p', dir, '-c', file], { cwd: dir });
+  try {
+    await waitFor('nginx listening', START_DEADLINE_MS, async () => {
+      if (child.proc.exitCode !== null) throw new Error(`exited with ${child.proc.exitCode}`);
+      return accepts(port);
+    });
+  } catch (err) {
+    await child.stop('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${await tail(join(dir, 'error.log'))}`);
+  }
+  return { kind: 'nginx', url: `http://127.0.0.1:${port}/mcp`, pid: child.pid, stop: () => child.stop('SIGQUIT', 3000) };
+}
+
+async function startHaproxy(opts: ProxyOptions): Promise<Target> {
+  const dir = await scratch(opts, 'haproxy');
+  const port = await freePort();
+  const conf = await fill('haproxy.cfg', {
+    DIR: dir,
+    PORT: String(port),
+    // Each proxied connection holds two descriptors.
+    MAXCONN: String(Math.floor((opts.openFiles - 100) / 2)),
+    SERVERS: opts.upstreams.map((u, i) => `server u${i + 1} 127.0.0.1:${u.port}`).join('\n  '),
+  });
+  const file = join(dir, 'haproxy.cfg');
+  await writeFile(file, conf);
+  const logFile = join(dir, 'haproxy.log');
+  const log = createWriteStream(logFile);
+  await new Promise((resolve) => log.once('open', resolve));
+  // -db: foreground, so that the pid we hold is haproxy's; -W would add a master process.
+  const child = startChild('haproxy', ['-db', '-f', file], { cwd: dir, stdio: ['ignore', log, log] });
+  try {
+    await waitFor('haproxy listening', START_DEADLINE_MS, async () => {
+      if (child.proc.exitCode !== null) throw new Error(`exited with ${child.proc.exitCode}`);
+      return accepts(port);
+    });
+  } catch (err) {
+    await child.stop('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${await tail(logFile)}`);
+  }
+  return {
+    kind: 'haproxy',
+    url: `http://127.0.0.1:${port}/mcp`,
+    pid: child.pid,
+    async stop() {
+      await child.stop('SIGUSR1', 3000);
+      log.end();
+    },
+  };
+}
+
+export interface Tools {
+  redis: boolean;
+  nginx: boolean;
+  haproxy: boolean;
+  /** Why a tool is missing, one line each. */
+  notes: string[];
+}
+
+/**
+ * Makes sure the tools the run needs are on the PATH: installs the missing ones with apt-get when
+ * this runs as root, otherwise says which baselines are skipped and how to get them.
+ */
+export function ensureTools(need: { redis: boolean; nginx: boolean; haproxy: boolean }, log: (line: string) => void): Tools {
+  const packages: Record<'redis' | 'nginx' | 'haproxy', { bin: string; pkg: string[] }> = {
+    redis: { bin: 'redis-server', pkg: ['redis-server'] },
+    nginx: { bin: 'nginx', pkg: ['nginx-light', 'nginx'] },
+    haproxy: { bin: 'haproxy', pkg: ['haproxy'] },
+  };
+  const wanted = (Object.keys(packages) as (keyof typeof packages)[]).filter((k) => need[k] && !have(packages[k].bin));
+  const root = process.getuid?.() === 0;
+  const notes: string[] = [];
+  if (wanted.length > 0 && root && have('apt-get')) {
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    log(`installing ${wanted.map((k) => packages[k].bin).join(', ')} with apt-get`);
+    spawnSync('apt-get', ['update', '-qq'], { stdio: 'ignore', env });
+    for (const k of wanted) {
+      // The first package name that the archive has (nginx-light is gone from newer Debian).
+      for (const pkg of packages[k].pkg) {
+        const known = spawnSync('apt-cache', ['show', pkg], { stdio: 'ignore' }).status === 0;
+        if (!known) continue;
+        try {
+          execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', pkg], { stdio: 'ignore', env });
+        } catch {
+          // Reported below if the binary is still missing.
+        }
+        break;
+      }
+    }
+  }
+  const result = { redis: false, nginx: false, haproxy: false, notes };
+  for (const k of Object.keys(packages) as (keyof typeof packages)[]) {
+    result[k] = have(packages[k].bin);
+    if (need[k] && !result[k]) {
+      notes.push(
+        root
+          ? `${packages[k].bin} is missing and apt-get could not install it: its rows are skipped`
+          : `${packages[k].bin} is missing (not root, nothing installed): its rows are skipped; install ${packages[k].pkg[0]} to get them`,
+      );
+    }
+  }
+  return result;
+}
+
+/** Removes the run's scratch directory. */
+export async function removeDir(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}
+
+export async function makeScratch(): Promise<string> {
+  return mkdtemp(join(tmpdir(), 'gw-bench-'));
+}

@@ -1,0 +1,257 @@
+/**
+ * The workloads. Each runs every target it is given against the same upstream in this run, one
+ * target at a time, and returns rows; ratios between rows are computed by the report.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import type { FloodResult, IdleResult, ResumeResult, RpcResult } from '../load.js';
+import type { LoadClient } from './client.js';
+import { treeCpuSeconds, treeRssBytes } from './procs.js';
+import { startTarget, type ProxyKind, type ProxyOptions, type RedisServer, type Target, type Upstream } from './targets.js';
+
+export type WorkloadName = 'rpc' | 'rpc-sdk' | 'sse' | 'idle' | 'resume';
+export const WORKLOADS: readonly WorkloadName[] = ['rpc', 'rpc-sdk', 'sse', 'idle', 'resume'];
+
+export interface Row {
+  workload: string;
+  target: string;
+  metric: string;
+  value: number;
+  note?: string;
+}
+
+export interface Context {
+  load: LoadClient;
+  proxy: Omit<ProxyOptions, 'upstreams'>;
+  redis: RedisServer | undefined;
+  log: (line: string) => void;
+}
+
+/** What the OS and the store said at one edge of a measured window. */
+interface Sample {
+  at: number;
+  proxyCpu: number;
+  loadCpu: number;
+  upstreamCpu: number;
+  redis: Map<string, number> | undefined;
+  storeOps: Map<string, number> | undefined;
+}
+
+async function storeOps(metricsUrl: string | undefined): Promise<Map<string, number> | undefined> {
+  if (metricsUrl === undefined) return undefined;
+  const text = await (await fetch(metricsUrl)).text();
+  const ops = new Map<string, number>();
+  for (const m of text.matchAll(/^mcp_gateway_store_duration_seconds_count\{[^}]*op="([^"]+)"[^}]*\} (\d+)/gm)) {
+    ops.set(m[1]!, (ops.get(m[1]!) ?? 0) + Number(m[2]));
+  }
+  return ops;
+}
+
+async function sample(ctx: Context, target: Target, upstream: Upstream): Promise<Sample> {
+  const [proxyCpu, loadCpu, upstreamCpu, redis, ops] = await Promise.all([
+    target.pid === undefined ? 0 : treeCpuSeconds(target.pid),
+    treeCpuSeconds(ctx.load.pid),
+    treeCpuSeconds(upstream.child.pid),
+    target.kind === 'gateway-redis' ? ctx.redis?.commandStats() : undefined,
+    storeOps(target.metricsUrl),
+  ]);
+  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redis, storeOps: ops };
+}
+
+/** after - before per key, without zeros and without our own INFO calls. */
+function delta(before: Map<string, number> | undefined, after: Map<string, number> | undefined): Map<string, number> | undefined {
+  if (before === undefined || after === undefined) return undefined;
+  const out = new Map<string, number>();
+  for (const [key, value] of after) {
+    const d = value - (before.get(key) ?? 0);
+    if (d !== 0 && key !== 'info') out.set(key, d);
+  }
+  return out;
+}
+
+function total(counts: Map<string, number>): number {
+  let sum = 0;
+  for (const v of counts.values()) sum += v;
+  return sum;
+}
+
+/** "evalsha=2.00 get=1.00" per unit, largest first. */
+function breakdown(counts: Map<string, number>, per: number): string {
+  return [...counts]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k}=${(v / per).toFixed(2)}`)
+    .join(' ');
+}
+
+/** Runs `body` with samples taken at the marks the load generator sends. */
+async function measured<R>(ctx: Context, target: Target, upstream: Upstream, body: (onMark: (which: 'start' | 'end') => void) => Promise<R>) {
+  const marks: Partial<Record<'start' | 'end', Promise<Sample>>> = {};
+  const result = await body((which) => {
+    marks[which] = sample(ctx, target, upstream);
+  });
+  if (!marks.start || !marks.end) throw new Error('the load generator sent no window marks');
+  const [start, end] = await Promise.all([marks.start, marks.end]);
+  return { result, start, end, wall: (end.at - start.at) / 1000 };
+}
+
+/** Store cost rows of one window: Redis commands (INFO commandstats) and the gateway's store ops. */
+function storeRows(workload: string, target: Target, unit: string, per: number, start: Sample, end: Sample): Row[] {
+  const rows: Row[] = [];
+  if (per <= 0) return rows;
+  const redis = delta(start.redis, end.redis);
+  if (redis) rows.push({ workload: 'store-cost', target: target.kind, metric: `redis_cmds_per_${unit} (${workload})`, value: total(redis) / per, note: breakdown(redis, per) });
+  const ops = delta(start.storeOps, end.storeOps);
+  if (ops) rows.push({ workload: 'store-cost', target: target.kind, metric: `store_ops_per_${unit} (${workload})`, value: total(ops) / per, note: breakdown(ops, per) });
+  return rows;
+}
+
+async function eachTarget(ctx: Context, kinds: readonly ProxyKind[], upstream: Upstream, workload: string, fn: (target: Target) => Promise<Row[]>): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const kind of kinds) {
+    let target: Target | undefined;
+    try {
+      target = await startTarget(kind, { ...ctx.proxy, upstreams: [upstream] });
+      if (kind === 'gateway-redis') await ctx.redis?.commandStats();
+      rows.push(...(await fn(target)));
+      ctx.log(`  ${workload} ${kind}: done`);
+    } catch (err) {
+      ctx.log(`  ${workload} ${kind}: FAILED ${(err as Error).message.split('\n')[0]}`);
+      rows.push({ workload, target: kind, metric: 'failed', value: Number.NaN, note: (err as Error).message.split('\n')[0]! });
+    } finally {
+      await target?.stop();
+    }
+  }
+  return rows;
+}
+
+export interface RpcSettings {
+  concurrency: number;
+  warmupMs: number;
+  durationMs: number;
+}
+
+/** 1. POST tools/call round trips at a fixed concurrency. */
+export function rpcWorkload(ctx: Context, name: 'rpc' | 'rpc-sdk', kinds: readonly ProxyKind[], upstream: Upstream, s: RpcSettings): Promise<Row[]> {
+  return eachTarget(ctx, kinds, upstream, name, async (target) => {
+    const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
+      ctx.load.run<RpcResult>({ kind: 'rpc', url: target.url, concurrency: s.concurrency, warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
+    );
+    if (result.requests === 0) throw new Error(`no request succeeded (${result.firstError ?? 'no error'})`);
+    const errorNote = result.errors > 0 ? `${result.errors} errors, first: ${result.firstError}` : undefined;
+    const w = { workload: name, target: target.kind };
+    const rows: Row[] = [
+      { ...w, metric: 'requests_per_s', value: result.requests / result.seconds, ...(errorNote ? { note: errorNote } : {}) },
+      { ...w, metric: 'p50_ms', value: result.latenciesMs.p50 },
+      { ...w, metric: 'p99_ms', value: result.latenciesMs.p99 },
+    ];
+    if (target.pid !== undefined) {
+      rows.push({ ...w, metric: 'proxy_cpu_s_per_1k_req', value: ((end.proxyCpu - start.proxyCpu) / result.requests) * 1000 });
+    }
+    rows.push({ ...w, metric: 'loadgen_cpu_share', value: (end.loadCpu - start.loadCpu) / wall, note: 'of one core' });
+    rows.push({ ...w, metric: 'upstream_cpu_share', value: (end.upstreamCpu - start.upstreamCpu) / wall, note: 'of one core' });
+    if (target.pid !== undefined) rows.push({ ...w, metric: 'proxy_cpu_share', value: (end.proxyCpu - start.proxyCpu) / wall, note: 'of one core' });
+    rows.push(...storeRows(name, target, 'request', result.requests, start, end));
+    return rows;
+  });
+}
+
+export interface SseSettings {
+  warmupMs: number;
+  durationMs: number;
+}
+
+/** 2. One SSE stream that the upstream fills as fast as it can. */
+export function sseWorkload(ctx: Context, kinds: readonly ProxyKind[], upstream: Upstream, s: SseSettings): Promise<Row[]> {
+  return eachTarget(ctx, kinds, upstream, 'sse', async (target) => {
+    const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
+      ctx.load.run<FloodResult>({ kind: 'flood', url: target.url, warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
+    );
+    const w = { workload: 'sse', target: target.kind };
+    const rows: Row[] = [
+      { ...w, metric: 'events_per_s', value: result.events / result.seconds },
+      { ...w, metric: 'MiB_per_s', value: result.bytes / result.seconds / 1024 / 1024 },
+    ];
+    if (target.pid !== undefined) {
+      rows.push({ ...w, metric: 'proxy_cpu_us_per_event', value: ((end.proxyCpu - start.proxyCpu) / result.events) * 1e6 });
+      rows.push({ ...w, metric: 'proxy_cpu_share', value: (end.proxyCpu - start.proxyCpu) / wall, note: 'of one core' });
+    }
+    rows.push({ ...w, metric: 'loadgen_cpu_share', value: (end.loadCpu - start.loadCpu) / wall, note: 'of one core' });
+    rows.push({ ...w, metric: 'upstream_cpu_share', value: (end.upstreamCpu - start.upstreamCpu) / wall, note: 'of one core' });
+    rows.push(...storeRows('sse', target, 'event', result.events, start, end));
+    return rows;
+  });
+}
+
+export interface IdleSettings {
+  streams: number;
+  /** Why the count is what it is, when it was capped. */
+  capNote?: string;
+}
+
+/** Waits until the RSS of `pid` changes by less than 1 % over 500 ms (at most 5 s), then reads it. */
+async function settledRss(pid: number): Promise<number> {
+  let last = await treeRssBytes(pid);
+  for (let i = 0; i < 10; i++) {
+    await delay(500);
+    const now = await treeRssBytes(pid);
+    if (Math.abs(now - last) < last * 0.01) return now;
+    last = now;
+  }
+  return last;
+}
+
+/** 3. Many open idle SSE streams: the proxy's resident memory per stream. */
+export function idleWorkload(ctx: Context, kinds: readonly ProxyKind[], upstream: Upstream, s: IdleSettings): Promise<Row[]> {
+  return eachTarget(ctx, kinds.filter((k) => k !== 'direct'), upstream, 'idle', async (target) => {
+    const pid = target.pid!;
+    const sessions = await ctx.load.run<IdleResult>({ kind: 'idle-sessions', url: target.url, count: s.streams, concurrency: 64 });
+    try {
+      if (sessions.opened === 0) throw new Error(`no session (${sessions.firstError ?? ''})`);
+      const rssSessions = await settledRss(pid);
+      const before = await sample(ctx, target, upstream);
+      const streams = await ctx.load.run<IdleResult>({ kind: 'idle-streams', concurrency: 256 });
+      const after = await sample(ctx, target, upstream);
+      if (streams.opened === 0) throw new Error(`no stream opened (${streams.firstError ?? ''})`);
+      const rssStreams = await settledRss(pid);
+      const w = { workload: 'idle', target: target.kind };
+      const notes = [s.capNote, streams.failed > 0 ? `${streams.failed} failed: ${streams.firstError}` : undefined].filter(Boolean).join('; ');
+      return [
+        { ...w, metric: 'streams_open', value: streams.opened, ...(notes ? { note: notes } : {}) },
+        { ...w, metric: 'rss_KiB_per_stream', value: (rssStreams - rssSessions) / streams.opened / 1024 },
+        { ...w, metric: 'rss_MiB_with_streams', value: rssStreams / 1024 / 1024 },
+        { ...w, metric: 'proxy_cpu_ms_per_stream_open', value: ((after.proxyCpu - before.proxyCpu) / streams.opened) * 1000 },
+        ...storeRows('idle', target, 'stream_open', streams.opened, before, after),
+      ];
+    } finally {
+      await ctx.load.run<IdleResult>({ kind: 'idle-close' });
+    }
+  });
+}
+
+export interface ResumeSettings {
+  events: number;
+  reps: number;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? Number.NaN : sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/** 4. A GET with Last-Event-ID on the demo SDK replica: time to the first and to every replayed event. */
+export function resumeWorkload(ctx: Context, kinds: readonly ProxyKind[], replica: Upstream, s: ResumeSettings): Promise<Row[]> {
+  return eachTarget(ctx, kinds, replica, 'resume', async (target) => {
+    const { result, start, end } = await measured(ctx, target, replica, (onMark) =>
+      ctx.load.run<ResumeResult>({ kind: 'resume', url: target.url, events: s.events, reps: s.reps, timeoutMs: 10_000 }, onMark),
+    );
+    const done = result.firstEventMs.length;
+    if (done === 0) throw new Error(`no resumption replayed ${s.events} events (${result.firstError ?? ''})`);
+    const outcomes = [...new Set(result.resumption)].join(',');
+    const note = `${done}/${s.reps} replayed ${s.events} events; Mcp-Resumption: ${outcomes}${result.failed ? `; first failure: ${result.firstError}` : ''}`;
+    const w = { workload: 'resume', target: target.kind };
+    return [
+      { ...w, metric: 'first_replayed_event_ms_p50', value: median(result.firstEventMs), note },
+      { ...w, metric: `all_${s.events}_replayed_ms_p50`, value: median(result.allEventsMs) },
+      ...storeRows('resume', target, 'resumption', done, start, end),
+    ];
+  });
+}

@@ -1,0 +1,273 @@
+/**
+ * The gateway's benchmarks: the gateway (memory and Redis stores) beside its baselines from the
+ * same run (the upstream directly, nginx, haproxy), everything started here on loopback.
+ *
+ *   node build/bench/run.js            quick (npm run bench, a few minutes at most)
+ *   node build/bench/run.js --full     longer windows, 10,000 idle streams, the SDK replica under load
+ *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,gateway-memory,gateway-redis
+ *            --duration MS (rpc and sse windows)  --concurrency N  --streams N  --out DIR
+ *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
+ *
+ * Prints one table and writes it as JSON to bench/results/<timestamp>.json. Absolute figures depend
+ * on the machine and on what else runs on it; the ratios to the baselines of the same run are what
+ * compare between runs.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { LoadClient } from './lib/client.js';
+import { openFilesLimit } from './lib/procs.js';
+import { ensureTools, makeScratch, PROXY_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type Upstream } from './lib/targets.js';
+import { idleWorkload, resumeWorkload, rpcWorkload, sseWorkload, WORKLOADS, type Context, type Row, type WorkloadName } from './lib/workloads.js';
+
+export interface BenchOptions {
+  mode: 'quick' | 'full' | 'custom';
+  workloads: readonly WorkloadName[];
+  targets: readonly ProxyKind[];
+  concurrency: number;
+  warmupMs: number;
+  durationMs: number;
+  idleStreams: number;
+  resumeEvents: number;
+  resumeReps: number;
+  gatewayLog: string;
+  upstreamWorkers: number;
+  /** Where the JSON goes. */
+  outDir: string;
+  log: (line: string) => void;
+}
+
+export interface ReportRow extends Row {
+  vsDirect?: number;
+  vsNginx?: number;
+  vsHaproxy?: number;
+}
+
+export interface BenchResult {
+  rows: ReportRow[];
+  notes: string[];
+  file: string;
+}
+
+const RESULTS = fileURLToPath(new URL('../../bench/results/', import.meta.url));
+
+export function presetOptions(mode: 'quick' | 'full'): BenchOptions {
+  const quick = mode === 'quick';
+  return {
+    mode,
+    workloads: quick ? ['rpc', 'sse', 'idle', 'resume'] : WORKLOADS,
+    targets: PROXY_KINDS,
+    concurrency: 32,
+    warmupMs: quick ? 1000 : 3000,
+    durationMs: quick ? 4000 : 20_000,
+    idleStreams: quick ? 1000 : 10_000,
+    resumeEvents: 100,
+    resumeReps: quick ? 10 : 50,
+    gatewayLog: 'warn',
+    upstreamWorkers: 1,
+    outDir: RESULTS,
+    log: (line) => process.stderr.write(`${line}\n`),
+  };
+}
+
+/** Metrics for which a ratio to another target means nothing. */
+const NO_RATIO = new Set(['loadgen_cpu_share', 'upstream_cpu_share', 'streams_open', 'failed']);
+
+function withRatios(rows: readonly Row[]): ReportRow[] {
+  const find = (r: Row, target: ProxyKind) => rows.find((b) => b.workload === r.workload && b.metric === r.metric && b.target === target);
+  return rows.map((r) => {
+    const out: ReportRow = { ...r };
+    if (NO_RATIO.has(r.metric)) return out;
+    const ratio = (target: ProxyKind) => {
+      const base = find(r, target);
+      if (!base || base === r || !(base.value > 0) || !Number.isFinite(r.value)) return undefined;
+      return r.value / base.value;
+    };
+    const d = ratio('direct');
+    const n = ratio('nginx');
+    const h = ratio('haproxy');
+    if (d !== undefined) out.vsDirect = d;
+    if (n !== undefined) out.vsNginx = n;
+    if (h !== undefined) out.vsHaproxy = h;
+    return out;
+  });
+}
+
+function fmt(value: number | undefined): string {
+  if (value === undefined) return '';
+  if (!Number.isFinite(value)) return String(value);
+  if (value === 0) return '0';
+  const abs = Math.abs(value);
+  if (abs >= 1000) return Math.round(value).toString();
+  if (abs >= 100) return value.toFixed(1);
+  if (abs >= 1) return value.toFixed(2);
+  return value.toPrecision(3);
+}
+
+export function formatTable(rows: readonly ReportRow[]): string {
+  const header = ['workload', 'target', 'metric', 'value', 'x direct', 'x nginx', 'x haproxy', 'note'];
+  const cells = rows.map((r) => [r.workload, r.target, r.metric, fmt(r.value), fmt(r.vsDirect), fmt(r.vsNginx), fmt(r.vsHaproxy), r.note ?? '']);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => (i === 7 ? 0 : c[i]!.length))));
+  const line = (c: string[]) =>
+    c
+      .map((v, i) => (i === 7 ? v : i >= 3 ? v.padStart(widths[i]!) : v.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(header.map((_, i) => (i === 7 ? '----' : '-'.repeat(widths[i]!)))), ...cells.map(line)].join('\n');
+}
+
+export async function runBench(opts: BenchOptions): Promise<BenchResult> {
+  const started = new Date();
+  const notes: string[] = [];
+  const log = opts.log;
+  const load1 = loadavg()[0] ?? 0;
+  if (load1 > cpus().length) notes.push(`load average ${load1.toFixed(1)} on ${cpus().length} cores at the start: absolute figures are noisy, compare ratios`);
+  const wants = (k: ProxyKind) => opts.targets.includes(k);
+  const tools = ensureTools({ redis: wants('gateway-redis'), nginx: wants('nginx'), haproxy: wants('haproxy') }, log);
+  notes.push(...tools.notes);
+  const targets = opts.targets.filter((k) => (k === 'gateway-redis' ? tools.redis : k === 'nginx' ? tools.nginx : k === 'haproxy' ? tools.haproxy : true));
+
+  const limit = await openFilesLimit();
+  const openFiles = Number.isFinite(limit) ? limit : 65_536;
+  // The proxy holds two descriptors per stream (client and upstream), plus its own few.
+  const streamCap = Math.floor((openFiles - 200) / 2);
+  let idleStreams = opts.idleStreams;
+  let capNote: string | undefined;
+  if (idleStreams > streamCap) {
+    capNote = `capped from ${idleStreams} by the open-files limit ${openFiles} (2 per stream in the proxy)`;
+    notes.push(`idle streams ${capNote}`);
+    idleStreams = streamCap;
+  }
+
+  const dir = await makeScratch();
+  const load = new LoadClient();
+  let redis: RedisServer | undefined;
+  const upstreams: Upstream[] = [];
+  const rows: Row[] = [];
+  try {
+    if (targets.includes('gateway-redis')) redis = await startRedis(dir);
+    const ctx: Context = {
+      load,
+      redis,
+      log,
+      proxy: {
+        dir,
+        ...(redis ? { redisUrl: redis.url } : {}),
+        gatewayLog: opts.gatewayLog,
+        // Every open stream holds one connection to its replica.
+        gatewayConnections: Math.max(1024, idleStreams + 256),
+        openFiles,
+      },
+    };
+    const needsFast = opts.workloads.some((w) => w === 'rpc' || w === 'sse' || w === 'idle');
+    const needsSdk = opts.workloads.some((w) => w === 'rpc-sdk' || w === 'resume');
+    const fast = needsFast ? await startFastUpstream(opts.upstreamWorkers) : undefined;
+    const sdk = needsSdk ? await startSdkReplica() : undefined;
+    if (fast) upstreams.push(fast);
+    if (sdk) upstreams.push(sdk);
+    const rpcSettings = { concurrency: opts.concurrency, warmupMs: opts.warmupMs, durationMs: opts.durationMs };
+    for (const workload of opts.workloads) {
+      log(`${workload}: ${targets.join(', ')}`);
+      switch (workload) {
+        case 'rpc':
+          rows.push(...(await rpcWorkload(ctx, 'rpc', targets, fast!, rpcSettings)));
+          break;
+        case 'rpc-sdk':
+          rows.push(...(await rpcWorkload(ctx, 'rpc-sdk', targets, sdk!, rpcSettings)));
+          break;
+        case 'sse':
+          rows.push(...(await sseWorkload(ctx, targets, fast!, { warmupMs: opts.warmupMs, durationMs: opts.durationMs })));
+          break;
+        case 'idle':
+          rows.push(...(await idleWorkload(ctx, targets, fast!, { streams: idleStreams, ...(capNote ? { capNote } : {}) })));
+          break;
+        case 'resume':
+          rows.push(...(await resumeWorkload(ctx, targets, sdk!, { events: opts.resumeEvents, reps: opts.resumeReps })));
+          break;
+      }
+    }
+  } finally {
+    load.close();
+    for (const u of upstreams) await u.child.stop('SIGTERM', 2000);
+    await redis?.stop();
+    await removeDir(dir);
+  }
+
+  // Store-cost rows last, grouped, whatever workload produced them.
+  const ordered = [...rows.filter((r) => r.workload !== 'store-cost'), ...rows.filter((r) => r.workload === 'store-cost')];
+  const report = withRatios(ordered);
+  const saturation = report.filter((r) => r.target === 'direct' && r.metric === 'loadgen_cpu_share' && r.value > 0.9);
+  for (const r of saturation) notes.push(`the load generator used ${fmt(r.value * 100)} % of a core in ${r.workload} direct: that ceiling is the load generator's, not the upstream's`);
+
+  await mkdir(opts.outDir, { recursive: true });
+  const file = join(opts.outDir, `${started.toISOString().replace(/[:.]/g, '-')}.json`);
+  const doc = {
+    startedAt: started.toISOString(),
+    seconds: (Date.now() - started.getTime()) / 1000,
+    mode: opts.mode,
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, loadavg: loadavg(), node: process.version, openFiles },
+    settings: { ...opts, log: undefined, idleStreams, targets },
+    notes,
+    rows: report,
+  };
+  await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`);
+  return { rows: report, notes, file };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      full: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      targets: { type: 'string' },
+      duration: { type: 'string' },
+      concurrency: { type: 'string' },
+      streams: { type: 'string' },
+      out: { type: 'string' },
+      'gateway-log': { type: 'string' },
+      'upstream-workers': { type: 'string' },
+    },
+  });
+  const opts = presetOptions(values.full ? 'full' : 'quick');
+  const list = <T extends string>(value: string | undefined, allowed: readonly T[], what: string): T[] | undefined => {
+    if (value === undefined) return undefined;
+    const items = value.split(',').map((s) => s.trim()) as T[];
+    const bad = items.filter((i) => !allowed.includes(i));
+    if (bad.length > 0) throw new Error(`unknown ${what}: ${bad.join(', ')} (known: ${allowed.join(', ')})`);
+    return items;
+  };
+  const num = (value: string | undefined, what: string): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n <= 0) throw new Error(`--${what} must be a positive integer`);
+    return n;
+  };
+  const custom = {
+    workloads: list(values.only, WORKLOADS, 'workload'),
+    targets: list(values.targets, PROXY_KINDS, 'target'),
+    durationMs: num(values.duration, 'duration'),
+    concurrency: num(values.concurrency, 'concurrency'),
+    idleStreams: num(values.streams, 'streams'),
+    upstreamWorkers: num(values['upstream-workers'], 'upstream-workers'),
+    outDir: values.out,
+    gatewayLog: values['gateway-log'],
+  };
+  for (const [key, value] of Object.entries(custom)) if (value !== undefined) (opts as unknown as Record<string, unknown>)[key] = value;
+  const result = await runBench(opts);
+  process.stdout.write(`\nratio = value / the same metric of that target in this run (requests_per_s, events_per_s: higher is better; ms, cpu, rss: lower is better)\n\n`);
+  process.stdout.write(`${formatTable(result.rows)}\n\n`);
+  for (const note of result.notes) process.stdout.write(`note: ${note}\n`);
+  process.stdout.write(`results: ${result.file}\n`);
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

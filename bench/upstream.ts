@@ -1,0 +1,150 @@
+/**
+ * A minimal, fast MCP-shaped upstream for benchmarks (node:http, no SDK): what a replica does on
+ * the wire and nothing else, so that a proxy's cost is not hidden behind the replica's.
+ *
+ *   node build/bench/upstream.js [--port 0] [--workers 1]
+ *
+ * prints one JSON line `{"event":"listening","port":...}` on stdout once every worker listens.
+ *
+ * - POST without Mcp-Session-Id (initialize): JSON result with a new `Mcp-Session-Id`.
+ * - POST with one: JSON-RPC requests get a small JSON result with their id; notifications 202.
+ * - GET with one: an SSE stream. `X-Bench-Sse: flood` writes small events with ids as fast as the
+ *   socket takes them; anything else keeps the stream open and silent (idle).
+ * - GET without one: 400, as an SDK server answers (the gateway's health probe sees it alive).
+ * - DELETE: 200.
+ * Sessions are not remembered: any worker of a cluster serves any session.
+ */
+import cluster from 'node:cluster';
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+
+const INIT_RESULT = '{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"bench-upstream","version":"1"}}';
+const CALL_RESULT = '{"content":[{"type":"text","text":"ok"}]}';
+const BAD_REQUEST = '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Mcp-Session-Id header is required"}}';
+/** Events written per res.write() while flooding: one syscall for many events, as a busy replica does. */
+const FLOOD_BATCH = 32;
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function idOf(body: string): string | undefined {
+  try {
+    const message = JSON.parse(body) as { id?: unknown };
+    return message.id === undefined || message.id === null ? undefined : JSON.stringify(message.id);
+  } catch {
+    return undefined;
+  }
+}
+
+function json(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+async function post(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const body = await readBody(req);
+  const id = idOf(body);
+  const session = req.headers['mcp-session-id'];
+  if (typeof session !== 'string') {
+    json(res, 200, `{"jsonrpc":"2.0","id":${id ?? 'null'},"result":${INIT_RESULT}}`, { 'mcp-session-id': `bench-${randomUUID()}` });
+    return;
+  }
+  if (id === undefined) {
+    res.writeHead(202).end();
+    return;
+  }
+  json(res, 200, `{"jsonrpc":"2.0","id":${id},"result":${CALL_RESULT}}`);
+}
+
+function flood(res: ServerResponse): void {
+  let seq = 0;
+  const write = () => {
+    while (!res.destroyed) {
+      let chunk = '';
+      for (let i = 0; i < FLOOD_BATCH; i++) {
+        seq++;
+        chunk += `id: ${seq}\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq}}}}\n\n`;
+      }
+      if (!res.write(chunk)) {
+        res.once('drain', write);
+        return;
+      }
+    }
+  };
+  write();
+}
+
+function get(req: IncomingMessage, res: ServerResponse): void {
+  if (typeof req.headers['mcp-session-id'] !== 'string') return json(res, 400, BAD_REQUEST);
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.flushHeaders();
+  if (req.headers['x-bench-sse'] === 'flood') flood(res);
+}
+
+function handle(req: IncomingMessage, res: ServerResponse): void {
+  if (req.method === 'POST') {
+    post(req, res).catch(() => res.destroy());
+  } else if (req.method === 'GET') {
+    get(req, res);
+  } else if (req.method === 'DELETE') {
+    json(res, 200, '{}');
+  } else {
+    json(res, 405, '{}');
+  }
+}
+
+async function listen(port: number): Promise<number> {
+  const server = createServer({ keepAliveTimeout: 60_000 }, handle);
+  // Idle SSE streams stay open for as long as the benchmark holds them.
+  server.requestTimeout = 0;
+  server.headersTimeout = 0;
+  server.maxRequestsPerSocket = 0;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, workers: { type: 'string', default: '1' } } });
+  const workers = Number(values.workers);
+  const port = Number(values.port);
+  if (workers <= 1) {
+    const actual = await listen(port);
+    process.stdout.write(`${JSON.stringify({ event: 'listening', port: actual, pid: process.pid })}\n`);
+    return;
+  }
+  if (cluster.isPrimary) {
+    // The cluster shares one listening socket among the workers, so the port must be known first.
+    if (port === 0) throw new Error('--workers > 1 needs a --port');
+    let ready = 0;
+    for (let i = 0; i < workers; i++) {
+      cluster.fork().on('message', () => {
+        if (++ready === workers) process.stdout.write(`${JSON.stringify({ event: 'listening', port, pid: process.pid })}\n`);
+      });
+    }
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        for (const worker of Object.values(cluster.workers ?? {})) worker?.kill('SIGKILL');
+        process.exit(0);
+      });
+    }
+    return;
+  }
+  await listen(port);
+  process.send?.('listening');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench upstream: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,42 @@
+/**
+ * The benchmark harness runs end to end: one short workload, the memory store, the upstream
+ * directly and through the gateway, nothing to install. It asserts only that figures came out and
+ * were written; how fast anything is belongs to `npm run bench`, never to a test.
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { presetOptions, runBench } from '../../bench/run.js';
+
+t.test('a one-second rpc run gives finite positive figures and a JSON file', async (t) => {
+  const outDir = await mkdtemp(join(tmpdir(), 'gw-bench-smoke-'));
+  t.teardown(() => rm(outDir, { recursive: true, force: true }));
+  const result = await runBench({
+    ...presetOptions('quick'),
+    mode: 'custom',
+    workloads: ['rpc'],
+    targets: ['direct', 'gateway-memory'],
+    concurrency: 4,
+    warmupMs: 200,
+    durationMs: 1000,
+    outDir,
+    log: () => undefined,
+  });
+
+  for (const target of ['direct', 'gateway-memory']) {
+    for (const metric of ['requests_per_s', 'p50_ms', 'p99_ms']) {
+      const row = result.rows.find((r) => r.workload === 'rpc' && r.target === target && r.metric === metric);
+      t.ok(row !== undefined && Number.isFinite(row.value) && row.value > 0, `${target} ${metric} is a positive number (${row?.value})`);
+    }
+  }
+  const cpu = result.rows.find((r) => r.target === 'gateway-memory' && r.metric === 'proxy_cpu_s_per_1k_req');
+  t.ok(cpu !== undefined && Number.isFinite(cpu.value) && cpu.value > 0, `the gateway's CPU per 1,000 requests is a positive number (${cpu?.value})`);
+  const ratio = result.rows.find((r) => r.target === 'gateway-memory' && r.metric === 'requests_per_s')?.vsDirect;
+  t.ok(ratio !== undefined && Number.isFinite(ratio) && ratio > 0, 'the gateway has a ratio to direct');
+  t.notOk(result.rows.some((r) => r.metric === 'failed'), 'no target failed');
+
+  t.ok(result.file.startsWith(outDir), 'the JSON is written where asked');
+  const doc = JSON.parse(await readFile(result.file, 'utf8')) as { rows: unknown[] };
+  t.same(doc.rows.length, result.rows.length, 'the JSON holds every row of the table');
+});
