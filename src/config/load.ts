@@ -231,8 +231,46 @@ function semanticProblems(config: Record<string, unknown>): { path: Path; messag
       message: 'must differ from listen.port (metrics never share the MCP listener)',
     });
   }
-  if (isRecord(store) && store['type'] === 'redis' && typeof store['url'] === 'string' && /^rediss?:\/\//.test(store['url']) && !URL.canParse(store['url'])) {
+  if (isRecord(store)) problems.push(...storeProblems(store));
+  return problems;
+}
+
+/** One topology at a time, and node URLs that parse and that log in the same way. */
+function storeProblems(store: Record<string, unknown>): { path: Path; message: string }[] {
+  const problems: { path: Path; message: string }[] = [];
+  const isRedisUrl = (url: unknown): url is string => typeof url === 'string' && /^rediss?:\/\//.test(url);
+  if (store['type'] === 'redis' && isRedisUrl(store['url']) && !URL.canParse(store['url'])) {
     problems.push({ path: ['store', 'url'], message: 'expected a redis:// or rediss:// URL' });
+  }
+  const topologies = (['cluster', 'sentinel'] as const).filter((key) => store[key] !== undefined);
+  if (topologies.length === 2) {
+    problems.push({ path: ['store', 'sentinel'], message: 'store.cluster and store.sentinel exclude each other: set one of them' });
+  }
+  for (const key of topologies) {
+    if (store['type'] !== 'redis') {
+      problems.push({ path: ['store', key], message: `store.${key} needs store.type: redis` });
+    }
+    const section = store[key];
+    const nodes = isRecord(section) && Array.isArray(section['nodes']) ? (section['nodes'] as unknown[]) : [];
+    // The client logs in to every node (discovered ones too) with one set of credentials.
+    let first: string | undefined;
+    nodes.forEach((node, i) => {
+      if (!isRedisUrl(node)) return;
+      const path = ['store', key, 'nodes', i];
+      if (!URL.canParse(node)) {
+        problems.push({ path, message: 'expected a redis://host:port or rediss://host:port URL' });
+        return;
+      }
+      const url = new URL(node);
+      if (url.pathname !== '' && url.pathname !== '/') {
+        problems.push({ path, message: `expected no database in a ${key} node URL` });
+      }
+      const login = `${url.protocol}${url.username}:${url.password}`;
+      if (first === undefined) first = login;
+      else if (login !== first) {
+        problems.push({ path, message: `expected the same scheme, user and password as store.${key}.nodes[0]` });
+      }
+    });
   }
   return problems;
 }

@@ -45,8 +45,37 @@ export const ConfigSchema = Type.Object(
         url: Type.String({
           pattern: '^rediss?://',
           default: 'redis://127.0.0.1:6379',
-          description: 'Redis URL (type redis); a password in it is never logged',
+          description:
+            'Redis URL (type redis), redis://[[user]:password@]host[:port][/db], rediss:// for TLS; a password in it is never logged. With store.sentinel, only its user, password, db and TLS are used (those of the master, whose address the sentinels give); with store.cluster, it is not used',
         }),
+        cluster: Type.Optional(
+          Type.Object(
+            {
+              nodes: Type.Array(Type.String({ pattern: '^rediss?://' }), {
+                minItems: 1,
+                description:
+                  'store.cluster (type redis; not with store.sentinel): seed nodes of a Redis Cluster, redis://[[user]:password@]host:port (rediss:// for TLS); the gateway discovers the others and logs in to every node as the seeds say, so all seeds have the same scheme, user and password. Unset: store.url is one node',
+              }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
+        sentinel: Type.Optional(
+          Type.Object(
+            {
+              nodes: Type.Array(Type.String({ pattern: '^rediss?://' }), {
+                minItems: 1,
+                description:
+                  "store.sentinel (type redis; not with store.cluster): the Sentinels, redis://[[user]:password@]host:port (rediss:// for TLS), all with the same scheme, user and password (the sentinels' own, not the master's: those come from store.url). The gateway always talks to the master (every store operation writes), and follows a failover by itself; operations during one fail fast (503)",
+              }),
+              name: Type.String({
+                minLength: 1,
+                description: "store.sentinel: the master's name, as in the sentinels' `sentinel monitor <name> ...`",
+              }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
         keyPrefix: Type.String({
           pattern: '^[A-Za-z0-9:._-]{1,64}$',
           default: 'mcpgw',

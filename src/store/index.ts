@@ -12,6 +12,8 @@ export function createStore(config: Config['store'], logger: Logger): Store {
   let lastError = '';
   return createRedisStore({
     url: config.url,
+    cluster: config.cluster,
+    sentinel: config.sentinel,
     keyPrefix: config.keyPrefix,
     connectTimeoutMs: config.connectTimeoutMs,
     commandTimeoutMs: config.commandTimeoutMs,

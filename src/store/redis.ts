@@ -1,12 +1,14 @@
 /**
- * The Redis store: the fleet of gateways shares one Redis (or Redis Cluster). Every multi-step
- * update is one Lua script, so two gateways never interleave inside it. Failures of any kind
- * (disconnected, timed out, script error, malformed record) surface as StoreError, fast: there is
- * no offline queue and every command has a timeout (CONTRACT.md §7).
+ * The Redis store: the fleet of gateways shares one Redis, a Redis Cluster, or a master found
+ * through Sentinel. Every multi-step update is one Lua script, so two gateways never interleave
+ * inside it, and every script's keys share one hash tag, so each runs on one cluster node.
+ * Failures of any kind (disconnected, timed out, script error, malformed record, a failover in
+ * progress) surface as StoreError, fast: there is no offline queue and every command has a
+ * timeout (CONTRACT.md §7).
  */
 
 import { createHash } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 import { GatewayError, StoreError } from '../errors.js';
 import type {
   EventBatch,
@@ -22,7 +24,12 @@ import type {
 } from './types.js';
 
 export interface RedisStoreOptions {
+  /** One Redis node; with `sentinel`, only its user, password, database and TLS (the master's). */
   url: string;
+  /** A Redis Cluster, from these seed nodes (each a URL, all with the same scheme and credentials). */
+  cluster?: { readonly nodes: readonly string[] } | undefined;
+  /** The master that these sentinels (URLs, their own credentials) know by `name`. */
+  sentinel?: { readonly nodes: readonly string[]; readonly name: string } | undefined;
   /** Namespace of every key; must not contain braces (they would become the cluster hash tag). */
   keyPrefix: string;
   connectTimeoutMs: number;
@@ -225,7 +232,9 @@ return redis.call('GET', KEYS[1])
 `;
 
 /** The client once the scripts are defined on it (defineCommand adds these methods at run time). */
-interface ScriptedRedis extends Redis {
+type ScriptedClient = (Redis | Cluster) & Scripts;
+
+interface Scripts {
   gwBindSession(key: string, sessionId: string, owner: string, ownerEpoch: string, createdAt: number, idleTtlMs: number): Promise<number>;
   gwTouchSession(key: string, idleTtlMs: number): Promise<(string | null)[] | null>;
   gwEndSession(key: string, state: string, tombstoneTtlMs: number): Promise<number>;
@@ -280,29 +289,130 @@ export function epochsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:epochs`;
 }
 
+/**
+ * Bounds a whole operation, whatever ioredis does inside it: a cluster follows MOVED and ASK
+ * with one command timeout per hop, and a script it has to load (NOSCRIPT) takes two commands.
+ */
+async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no reply within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Events that end a connection attempt, one way or the other. */
 const SETTLED_EVENTS = ['ready', 'close', 'end'] as const;
 
 function ignoreError(): void {}
 
-export function createRedisStore(opts: RedisStoreOptions): Store {
-  if (/[{}]/.test(opts.keyPrefix)) {
-    throw new GatewayError('GW_CONFIG_INVALID', `store key prefix must not contain braces: ${opts.keyPrefix}`);
-  }
-  const client = new Redis(opts.url, {
+/** Reconnect forever, backing off to one second at most, so service comes back by itself. */
+const backoff = (attempt: number): number => Math.min(50 * 2 ** attempt, 1000);
+
+/** Where one node is and how to log in to it, from its URL; nothing of it is ever logged. */
+function nodeOptions(url: string): { host: string; port: number; username?: string; password?: string; db?: number; tls?: object } {
+  const parsed = new URL(url);
+  const db = Number(parsed.pathname.slice(1) || '0');
+  return {
+    // URL keeps the brackets of an IPv6 literal; the socket wants the bare address.
+    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: Number(parsed.port || '6379'),
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(Number.isSafeInteger(db) && db > 0 ? { db } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+/** A client for the configured topology, every one with the same fail-fast settings. */
+function connect(opts: RedisStoreOptions): Redis | Cluster {
+  const failFast = {
     // A host that drops packets must not hold a connection attempt open: fail it and retry.
     connectTimeout: opts.connectTimeoutMs,
     // A blocked or paused Redis must become a fast 503, never a request that hangs (CONTRACT §7).
     commandTimeout: opts.commandTimeoutMs,
-    // No queue while disconnected: a command fails at once instead of waiting for a reconnection.
-    enableOfflineQueue: false,
     // A command cut off by a lost connection fails at once instead of waiting to be retried...
     maxRetriesPerRequest: 0,
     // ...and is never resent later, after its caller has been told that it failed.
     autoResendUnfulfilledCommands: false,
-    // Reconnect forever, backing off to one second at most, so service comes back by itself.
-    retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 1000),
-  }) as ScriptedRedis;
+  } satisfies RedisOptions;
+
+  if (opts.cluster) {
+    const seeds = opts.cluster.nodes.map(nodeOptions);
+    // The cluster logs in to every node it discovers the same way; the configuration checks that
+    // the seeds agree (src/config/load.ts).
+    const { username, password, tls } = seeds[0] ?? {};
+    return new Cluster(
+      seeds.map(({ host, port }): ClusterNode => ({ host, port })),
+      {
+        redisOptions: { ...failFast, username, password, tls },
+        // Not to queue callers' commands (run() refuses them while the cluster is not ready), but
+        // because ioredis needs it to send a command to a node whose connection is still being
+        // set up: without it, its own ready check and concurrent first commands to a node fail.
+        // Those wait in the node's queue, bounded by commandTimeout like any command.
+        enableOfflineQueue: true,
+        clusterRetryStrategy: backoff,
+        // A node lost or a cluster down fails the command at once (0: no delayed retry, which
+        // would resend it after its caller has been told it failed); MOVED and ASK are still
+        // followed at once, and a MOVED refreshes the slot map, so service follows a failover.
+        retryDelayOnFailover: 0,
+        retryDelayOnClusterDown: 0,
+        slotsRefreshTimeout: opts.connectTimeoutMs,
+        // Every script writes (reads extend TTLs): masters only.
+        scaleReads: 'master',
+      },
+    );
+  }
+
+  if (opts.sentinel) {
+    const sentinels = opts.sentinel.nodes.map(nodeOptions);
+    const { username: sentinelUsername, password: sentinelPassword, tls: sentinelTLS } = sentinels[0] ?? {};
+    const { username, password, db, tls } = nodeOptions(opts.url);
+    return new Redis({
+      ...failFast,
+      sentinels: sentinels.map(({ host, port }) => ({ host, port })),
+      name: opts.sentinel.name,
+      // Every script writes: the master only, never a replica.
+      role: 'master',
+      sentinelUsername,
+      sentinelPassword,
+      sentinelTLS,
+      username,
+      password,
+      db,
+      tls,
+      enableTLSForSentinelMode: tls !== undefined,
+      sentinelCommandTimeout: opts.commandTimeoutMs,
+      // All sentinels unreachable: ask them again, backing off to one second at most.
+      sentinelRetryStrategy: backoff,
+      // The failover detector's connection to a sentinel that restarted (ioredis waits a minute).
+      sentinelReconnectStrategy: backoff,
+      // Reconnect as soon as a sentinel announces a new master (+switch-master)...
+      failoverDetector: true,
+      // ...or as soon as the old one answers as a replica; the failed command is not resent.
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      enableOfflineQueue: false,
+      retryStrategy: backoff,
+    });
+  }
+
+  return new Redis(opts.url, {
+    ...failFast,
+    // No queue while disconnected: a command fails at once instead of waiting for a reconnection.
+    enableOfflineQueue: false,
+    retryStrategy: backoff,
+  });
+}
+
+export function createRedisStore(opts: RedisStoreOptions): Store {
+  if (/[{}]/.test(opts.keyPrefix)) {
+    throw new GatewayError('GW_CONFIG_INVALID', `store key prefix must not contain braces: ${opts.keyPrefix}`);
+  }
+  const client = connect(opts) as ScriptedClient;
   // Without a listener, an 'error' event would crash the process.
   client.on('error', opts.onError ?? ignoreError);
 
@@ -319,6 +429,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   client.defineCommand('gwAgreeSecret', { numberOfKeys: 1, lua: AGREE_SECRET_LUA });
 
   let attempt: Promise<void> | null = null;
+  const cluster = opts.cluster ? (client as Cluster) : undefined;
 
   /**
    * Without an offline queue, a command sent while a connection is being set up would fail even
@@ -344,7 +455,9 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   async function run<T>(op: string, command: () => Promise<T>): Promise<T> {
     try {
       await attemptSettled();
-      return await command();
+      // The cluster's own queue (see connect()) is for its node connections, never for callers.
+      if (cluster && cluster.status !== 'ready') throw new Error(`the cluster connection is ${cluster.status}`);
+      return await withDeadline(command(), opts.commandTimeoutMs);
     } catch (cause) {
       throw new StoreError(op, { cause });
     }
@@ -461,6 +574,9 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     async close(): Promise<void> {
       try {
         await client.quit();
+        // QUIT closes the master's connection only; disconnecting also closes the connections
+        // that watch the sentinels for a failover, which would otherwise stay open for good.
+        if (opts.sentinel) client.disconnect();
       } catch {
         // Not connected, or Redis did not answer in time: drop the socket and stop reconnecting.
         client.disconnect();

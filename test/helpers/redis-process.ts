@@ -1,0 +1,169 @@
+/**
+ * What the cluster and sentinel helpers share: redis-server processes on free loopback ports,
+ * killed on teardown and on process exit (including the SIGTERM that tap sends to a test that
+ * times out), bounded polling, and one command at a time over a raw socket, so that the helpers
+ * stay independent of the client under test.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { createConnection, createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { onExit } from 'signal-exit';
+
+/** Anything with tap's teardown, so that the processes die with the test that started them. */
+export interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export type Reply = string | number | null | Error | Reply[];
+
+const READY_DEADLINE_MS = 10_000;
+export const POLL_INTERVAL_MS = 20;
+/** A command to a server that is up answers in microseconds; this only bounds a stuck one. */
+const COMMAND_DEADLINE_MS = 1_000;
+
+/** Polls `check` until it returns true; throws, with the last thing `check` saw, after `deadlineMs`. */
+export async function waitFor(what: string, deadlineMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      last = err;
+    }
+    await delay(POLL_INTERVAL_MS);
+  }
+  throw new Error(`${what}: not within ${deadlineMs} ms${last ? ` (last error: ${String(last)})` : ''}`);
+}
+
+export interface RedisProcess {
+  readonly port: number;
+  readonly pid: number | undefined;
+  /** Sends `signal` (SIGKILL by default) and waits for the process to exit. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/**
+ * Starts `redis-server` with `args` (which must bind `port`), logging to `<dir>/<logfile>`, and
+ * waits until it answers PING as itself: another test file may have taken the port meanwhile.
+ */
+export async function spawnRedis(t: Teardown, opts: { dir: string; port: number; logfile: string; args: string[] }): Promise<RedisProcess> {
+  const proc = spawn('redis-server', opts.args, { cwd: opts.dir, stdio: 'ignore' });
+  const exited = exitOf(proc);
+  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+    proc.kill(signal);
+    await exited;
+  };
+  // SIGKILL: nothing needs saving.
+  const removeExitHook = onExit(() => {
+    proc.kill('SIGKILL');
+  });
+  t.teardown(async () => {
+    await kill();
+    removeExitHook();
+  });
+  const deadline = Date.now() + READY_DEADLINE_MS;
+  while (proc.exitCode === null && proc.signalCode === null && Date.now() < deadline) {
+    if ((await command(opts.port, ['PING']).catch(() => '')) === 'PONG') {
+      const info = await command(opts.port, ['INFO', 'server']);
+      if (typeof info === 'string' && info.includes(`process_id:${proc.pid}\r\n`)) {
+        return { port: opts.port, pid: proc.pid, kill };
+      }
+      break;
+    }
+    await Promise.race([delay(POLL_INTERVAL_MS), exited]);
+  }
+  const log = await readFile(join(opts.dir, opts.logfile), 'utf8').catch(() => '(no log)');
+  await kill();
+  throw new Error(`redis-server on port ${opts.port} did not answer PING:\n${log}`);
+}
+
+/** Resolves once `proc` has exited (at once if it already has) or failed to start. */
+export function exitOf(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    proc.once('exit', () => resolve());
+    proc.once('error', () => resolve());
+  });
+}
+
+/** A port that was free a moment ago; redis-server binds it with SO_REUSEADDR. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  if (address === null || typeof address === 'string') throw new Error('no TCP address');
+  return address.port;
+}
+
+/** Sends one command over a fresh connection; an error reply resolves as an Error, a closed connection rejects. */
+export function command(port: number, args: string[]): Promise<Reply> {
+  const payload = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ port, host: '127.0.0.1' });
+    let buffer = Buffer.alloc(0);
+    socket.setTimeout(COMMAND_DEADLINE_MS, () => socket.destroy(new Error(`${args[0]} timed out`)));
+    socket.on('connect', () => socket.write(payload));
+    socket.on('data', (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      const parsed = parse(buffer, 0);
+      if (parsed !== undefined) {
+        socket.destroy();
+        resolve(parsed.value);
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`${args[0]}: connection closed without a reply`)));
+  });
+}
+
+/** One RESP2 reply from `at`, or undefined while it is incomplete. */
+function parse(buffer: Buffer, at: number): { value: Reply; end: number } | undefined {
+  const lineEnd = buffer.indexOf('\r\n', at);
+  if (lineEnd === -1) return undefined;
+  const line = buffer.subarray(at + 1, lineEnd).toString('utf8');
+  const next = lineEnd + 2;
+  switch (buffer[at]) {
+    case 0x2b /* + */:
+      return { value: line, end: next };
+    case 0x2d /* - */:
+      return { value: new Error(line), end: next };
+    case 0x3a /* : */:
+      return { value: Number(line), end: next };
+    case 0x24 /* $ */: {
+      const length = Number(line);
+      if (length < 0) return { value: null, end: next };
+      if (buffer.length < next + length + 2) return undefined;
+      return { value: buffer.subarray(next, next + length).toString('utf8'), end: next + length + 2 };
+    }
+    case 0x2a /* * */: {
+      const count = Number(line);
+      if (count < 0) return { value: null, end: next };
+      const items: Reply[] = [];
+      let end = next;
+      for (let i = 0; i < count; i++) {
+        const item = parse(buffer, end);
+        if (item === undefined) return undefined;
+        items.push(item.value);
+        end = item.end;
+      }
+      return { value: items, end };
+    }
+    default:
+      throw new Error(`unexpected RESP type ${String.fromCharCode(buffer[at] ?? 0)}`);
+  }
+}
+
+/** A flat [field, value, ...] reply (SENTINEL REPLICAS entries) as an object. */
+export function fields(reply: Reply): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!Array.isArray(reply)) return out;
+  for (let i = 0; i + 1 < reply.length; i += 2) out[String(reply[i])] = String(reply[i + 1]);
+  return out;
+}

@@ -1,0 +1,84 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import t from 'tap';
+import { createRedisStore } from '../../src/store/redis.js';
+import type { Store } from '../../src/store/types.js';
+import { command } from '../helpers/redis-process.js';
+import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
+import { operations, storeContract } from './contract.js';
+
+const KEY_PREFIX = 'gwtest';
+const CONNECT_TIMEOUT_MS = 500;
+const COMMAND_TIMEOUT_MS = 250;
+
+function makeStore(cluster: RedisCluster): Store {
+  return createRedisStore({
+    url: 'redis://unused.invalid:6379',
+    cluster: { nodes: cluster.urls },
+    keyPrefix: KEY_PREFIX,
+    connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: COMMAND_TIMEOUT_MS,
+  });
+}
+
+const cluster = await startRedisCluster(t);
+
+storeContract(t, 'redis cluster', async () => {
+  await cluster.flushall();
+  const stores = [makeStore(cluster)];
+  return {
+    store: stores[0]!,
+    peer: async () => {
+      const peer = makeStore(cluster);
+      stores.push(peer);
+      return peer;
+    },
+    shortTtlMs: 200,
+    tick: () => delay(20),
+    now: Date.now,
+    close: async () => {
+      await Promise.all(stores.map((s) => s.close()));
+    },
+  };
+});
+
+t.test('redis cluster: sessions spread over every master, and every script runs on one of them', async (t) => {
+  // A script whose keys were in two slots would fail with CROSSSLOT on the node it was sent to;
+  // with sessions on every master, each script has run on each node.
+  await cluster.flushall();
+  const store = makeStore(cluster);
+  t.teardown(() => store.close());
+  for (let i = 0; i < 30; i++) {
+    const sessionId = `s${i}`;
+    t.equal(await store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, 60_000), true);
+    await store.openIncarnation({ id: 'g1', sessionId, owner: 'r1', kind: 'get', supersede: true }, 60_000);
+    t.equal(await store.attachIncarnation(sessionId, 'g1', 60_000), 2);
+    t.equal(await store.recordEvents(sessionId, 'g1', { attach: 2, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 60_000), 'ok');
+    await store.touchIncarnation(sessionId, 'g1', 60_000);
+    t.match(await store.readIncarnation(sessionId, 'g1', 0), { record: { head: 1 }, currentGet: 'g1', after: ['u1'] });
+    await store.closeIncarnation(sessionId, 'g1');
+    await store.endSession(sessionId, 'terminated', 60_000);
+  }
+  t.equal(await store.retireReplicaEpoch('r1', '', 'e2'), 'e2');
+  t.equal(await store.agreeSecret('s'), 's');
+  const sizes = await Promise.all(cluster.ports.map((port) => command(port, ['DBSIZE'])));
+  t.ok(sizes.every((n) => typeof n === 'number' && n > 0), `keys on every master: ${sizes.join(', ')}`);
+  t.equal(sizes.reduce((a, b) => Number(a) + Number(b), 0), 30 * 3 + 2, 'three keys per session, two fleet keys');
+});
+
+t.test('redis cluster: a master lost fails operations fast with StoreError, never a hang', async (t) => {
+  // Last: the cluster does not come back (no replica takes over), so no test may run after this one.
+  const store = makeStore(cluster);
+  t.teardown(() => store.close());
+  await store.ping();
+  await cluster.kill(0);
+  for (const [op, call] of operations(store)) {
+    const start = performance.now();
+    const outcome = await call().then(
+      () => 'ok',
+      (err: { name?: string; code?: string }) => `${err.name}/${err.code}`,
+    );
+    const ms = performance.now() - start;
+    t.ok(['ok', 'StoreError/GW_STORE_UNAVAILABLE'].includes(outcome), `${op}: ${outcome}`);
+    t.ok(ms < 2 * COMMAND_TIMEOUT_MS + 250, `${op} settled in ${ms.toFixed(0)} ms`);
+  }
+});

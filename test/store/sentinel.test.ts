@@ -1,0 +1,116 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import t from 'tap';
+import { createRedisStore, sessionKey } from '../../src/store/redis.js';
+import type { Store } from '../../src/store/types.js';
+import { command } from '../helpers/redis-process.js';
+import { startRedisSentinel, type RedisSentinel } from '../helpers/redis-sentinel.js';
+import { storeContract } from './contract.js';
+
+const KEY_PREFIX = 'gwtest';
+const CONNECT_TIMEOUT_MS = 500;
+const COMMAND_TIMEOUT_MS = 250;
+/** An operation waits for a connection attempt in flight (one command timeout), then runs (another). */
+const FAIL_FAST_MS = 2 * COMMAND_TIMEOUT_MS + 250;
+/** Bounds the wait for service after a failover; a limit on failure, not an expected duration. */
+const RECOVERY_DEADLINE_MS = 20_000;
+const PROBE_INTERVAL_MS = 25;
+
+function makeStore(setup: RedisSentinel): Store {
+  return createRedisStore({
+    // Only the master's credentials would come from here; the sentinels give its address.
+    url: 'redis://unused.invalid:6379',
+    sentinel: { nodes: setup.sentinelUrls, name: setup.name },
+    keyPrefix: KEY_PREFIX,
+    connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: COMMAND_TIMEOUT_MS,
+  });
+}
+
+const setup = await startRedisSentinel(t);
+
+storeContract(t, 'redis sentinel', async () => {
+  await setup.flushall();
+  const stores = [makeStore(setup)];
+  return {
+    store: stores[0]!,
+    peer: async () => {
+      const peer = makeStore(setup);
+      stores.push(peer);
+      return peer;
+    },
+    shortTtlMs: 200,
+    tick: () => delay(20),
+    now: Date.now,
+    close: async () => {
+      await Promise.all(stores.map((s) => s.close()));
+    },
+  };
+});
+
+t.test('redis sentinel: a forced failover fails operations fast, then service resumes on the new master with the data', async (t) => {
+  await setup.flushall();
+  const store = makeStore(setup);
+  t.teardown(() => store.close());
+  t.equal(await store.bindSession({ sessionId: 'before', owner: 'r1', ownerEpoch: 'e1' }, 600_000), true);
+  t.equal(await store.retireReplicaEpoch('r1', '', 'e2'), 'e2');
+  t.equal(await store.agreeSecret('kept'), 'kept');
+  await store.openIncarnation({ id: 'g1', sessionId: 'before', owner: 'r1', kind: 'get', supersede: true }, 600_000);
+  t.equal(await store.recordEvents('before', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 600_000), 'ok');
+
+  const oldMaster = await setup.failover();
+  const started = performance.now();
+  let settled = false;
+  const newMaster = setup.failedOver(oldMaster).finally(() => {
+    settled = true;
+  });
+  newMaster.catch(() => {});
+
+  // Probe with one operation at a time, as a gateway under light load would, until the sentinels
+  // agree on the new master and an operation has succeeded after that.
+  const failures: number[] = [];
+  let slowest = 0;
+  let probes = 0;
+  let firstFailure: number | undefined;
+  let lastFailure: number | undefined;
+  let succeededAfter = false;
+  while (!succeededAfter && performance.now() - started < RECOVERY_DEADLINE_MS) {
+    const agreed = settled;
+    const begin = performance.now();
+    const outcome = await store.touchSession('before', 600_000).then(
+      (record) => (record?.owner === 'r1' ? 'ok' : `unexpected ${JSON.stringify(record)}`),
+      (err: { name?: string; code?: string }) => `${err.name}/${err.code}`,
+    );
+    const ms = performance.now() - begin;
+    probes++;
+    slowest = Math.max(slowest, ms);
+    if (ms >= FAIL_FAST_MS) t.fail(`an operation took ${ms.toFixed(0)} ms`);
+    if (outcome === 'ok') {
+      succeededAfter = agreed;
+    } else {
+      if (outcome !== 'StoreError/GW_STORE_UNAVAILABLE') t.fail(`an operation during the failover: ${outcome}`);
+      firstFailure ??= begin - started;
+      lastFailure = begin + ms - started;
+      failures.push(ms);
+    }
+    await delay(PROBE_INTERVAL_MS);
+  }
+  t.ok(succeededAfter, 'service resumed by itself');
+  const master = await newMaster;
+  t.not(master, oldMaster, 'the master moved');
+  t.comment(
+    `failover: sentinels agreed after ${((performance.now() - started) / 1000).toFixed(1)} s at most; ` +
+      `${failures.length} of ${probes} operations failed` +
+      (firstFailure === undefined ? '' : `, from ${firstFailure.toFixed(0)} ms to ${lastFailure?.toFixed(0)} ms`) +
+      `; slowest operation ${slowest.toFixed(0)} ms`,
+  );
+
+  t.match(await store.touchSession('before', 600_000), { owner: 'r1', ownerEpoch: 'e1', state: 'active' }, 'the session written before is there');
+  t.same(await store.replicaEpochs(), { r1: 'e2' });
+  t.equal(await store.agreeSecret('other'), 'kept', 'so is the secret');
+  t.match(await store.readIncarnation('before', 'g1', 0), { record: { head: 1 }, currentGet: 'g1', after: ['u1'] }, 'and the incarnation');
+  t.equal(await store.bindSession({ sessionId: 'after', owner: 'r2', ownerEpoch: 'e1' }, 600_000), true);
+  t.equal(await command(master, ['EXISTS', sessionKey(KEY_PREFIX, 'after')]), 1, 'writes go to the new master');
+  const fresh = makeStore(setup);
+  t.teardown(() => fresh.close());
+  t.match(await fresh.touchSession('after', 600_000), { owner: 'r2' }, 'a new client finds the new master too');
+});
