@@ -47,7 +47,6 @@ export class Fleet {
   #config: FleetOptions['config'];
   #next = 0;
   #timer: NodeJS.Timeout | undefined;
-  #epochsLoaded: Promise<void> | undefined;
   #ticking: Promise<void> | undefined;
 
   constructor(options: FleetOptions) {
@@ -99,13 +98,28 @@ export class Fleet {
     return chosen?.config;
   }
 
-  /** The epochs must be known before a session is bound under one. */
-  ensureEpochs(): Promise<void> {
-    this.#epochsLoaded ??= this.#refreshEpochs().catch((err: unknown) => {
-      this.#epochsLoaded = undefined;
-      throw err;
-    });
-    return this.#epochsLoaded;
+  /**
+   * The epoch a session bound now is recorded under, read from the store: an instance's cached
+   * epoch may be older than another instance's retirement, and a session bound under a retired
+   * epoch would be lost at birth. Rejects with a StoreError.
+   */
+  async bindingEpoch(id: string): Promise<string> {
+    await this.#refreshEpochs();
+    return this.epoch(id);
+  }
+
+  /**
+   * Whether the session's owner is gone (R4): left the configuration, or its epoch was retired
+   * after the session was bound. The store decides, not this instance's cache: a mismatch is
+   * checked against the store's epochs before the session is declared lost. Rejects with a
+   * StoreError.
+   */
+  async ownerGone(session: { owner: string; ownerEpoch: string }): Promise<boolean> {
+    const replica = this.#replicas.get(session.owner);
+    if (!replica) return true;
+    if (replica.epoch === session.ownerEpoch) return false;
+    await this.#refreshEpochs();
+    return replica.epoch !== session.ownerEpoch;
   }
 
   sessionSeen(replicaId: string, sessionId: string): void {
@@ -116,10 +130,10 @@ export class Fleet {
     this.#replicas.get(replicaId)?.sessions.delete(sessionId);
   }
 
-  /** The replica answered: whatever it did before, it is reachable. */
+  /** The replica answered: whatever it did before (or another process at its address), it is there. */
   reportAnswer(id: string): void {
     const replica = this.#replicas.get(id);
-    if (replica?.health === 'suspect') this.#setHealth(replica, 'up', 'answered');
+    if (replica && replica.health !== 'up') this.#setHealth(replica, 'up', 'answered a request');
   }
 
   /** Timeout, reset, 5xx: the replica is there but misbehaves. */

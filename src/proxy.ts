@@ -186,11 +186,6 @@ export function createProxy(deps: ProxyDeps) {
   /** R1: a request without a session, to a replica chosen by the balancer. */
   async function newSession(request: FastifyRequest, reply: FastifyReply, forwarding: Omit<Forwarding, 'replica' | 'sessionId'>) {
     const config = deps.config();
-    try {
-      await fleet.ensureEpochs();
-    } catch (err) {
-      return unavailable(request, reply, 'the session store does not answer');
-    }
     const tried = new Set<string>();
     for (let replica = fleet.pick(tried); replica; replica = fleet.pick(tried)) {
       tried.add(replica.id);
@@ -217,7 +212,8 @@ export function createProxy(deps: ProxyDeps) {
         // The binding reaches the store before the response reaches the client (R1).
         let bound: boolean;
         try {
-          bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch: fleet.epoch(replica.id) }, config.sessions.idleTtlMs);
+          const ownerEpoch = await fleet.bindingEpoch(replica.id);
+          bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch }, config.sessions.idleTtlMs);
         } catch (err) {
           abort.abort();
           response.body.destroy();
@@ -249,7 +245,14 @@ export function createProxy(deps: ProxyDeps) {
     }
     if (!record || record.state !== 'active') return sessionNotFound(request, reply);
     const replica = fleet.get(record.owner);
-    if (!replica || fleet.epoch(record.owner) !== record.ownerEpoch || fleet.health(record.owner) === 'down') {
+    let gone: boolean;
+    try {
+      gone = await fleet.ownerGone(record);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return unavailable(request, reply, 'the session store does not answer');
+    }
+    if (!replica || gone) {
       loseSession(record, replica ? 'owner gone' : 'owner removed from the configuration');
       return sessionNotFound(request, reply);
     }

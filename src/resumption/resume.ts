@@ -63,8 +63,7 @@ export function createResumption(kit: ResumeKit) {
       if (session && cursor.kind === 'ok') {
         view = await store.readIncarnation(sessionId, cursor.fields.incarnation, cursor.fields.seq);
       }
-      const owner = session ? fleet.get(session.owner) : undefined;
-      const ownerGone = !!session && (!owner || fleet.epoch(session.owner) !== session.ownerEpoch || fleet.health(session.owner) === 'down');
+      const ownerGone = !!session && (await fleet.ownerGone(session));
       if (session && ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
       decision = decide({ session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view });
     } catch (err) {
@@ -274,6 +273,8 @@ export function createResumption(kit: ResumeKit) {
       const sse = (headerValue(response.headers, 'content-type') ?? '').toLowerCase().startsWith('text/event-stream');
       if (response.statusCode === 200 && sse) return { response, abort };
       await response.body.dump().catch(() => undefined);
+      // R4: the owner no longer knows the session (a restarted replica answers so).
+      if (response.statusCode === 404) kit.loseSession(session, 'owner answered 404');
       if (response.statusCode !== 409 || attempt >= FRESH_STREAM_ATTEMPTS || res.destroyed) return undefined;
       await new Promise((resolve) => setTimeout(resolve, FRESH_STREAM_BACKOFF_MS * attempt));
     }

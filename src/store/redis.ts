@@ -296,7 +296,10 @@ export function epochsKey(keyPrefix: string): string {
 async function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no reply within ${ms} ms`)), ms);
+    // After the event loop stalled (a GC pause, a burst of work), Node runs expired timers before
+    // it reads the sockets: a reply that already arrived would lose to its own deadline. The
+    // rejection waits for the next check phase, after the sockets were read.
+    timer = setTimeout(() => setImmediate(() => reject(new Error(`no reply within ${ms} ms`))), ms);
   });
   try {
     return await Promise.race([promise, expired]);
@@ -334,7 +337,9 @@ function connect(opts: RedisStoreOptions): Redis | Cluster {
     // A host that drops packets must not hold a connection attempt open: fail it and retry.
     connectTimeout: opts.connectTimeoutMs,
     // A blocked or paused Redis must become a fast 503, never a request that hangs (CONTRACT §7).
-    commandTimeout: opts.commandTimeoutMs,
+    // withDeadline() bounds each operation at commandTimeoutMs without losing replies that arrived
+    // during an event-loop stall; this client-side timeout, set to twice that, is only a backstop.
+    commandTimeout: opts.commandTimeoutMs * 2,
     // A command cut off by a lost connection fails at once instead of waiting to be retried...
     maxRetriesPerRequest: 0,
     // ...and is never resent later, after its caller has been told that it failed.

@@ -73,6 +73,7 @@ t.test('gateway shutdown ends open streams and still lets the client read what w
   stream.emit('id: a\ndata: before\n\n');
   t.match(await reader.next(), /^id: 1\..+\ndata: before$/);
   await gw.close();
+  t.equal(await reader.next(), 'retry: 1000', 'a retry hint, so that the client reconnects (elsewhere)');
   t.equal(await reader.next(), undefined, 'the stream ended cleanly');
   await stream.closed;
   t.pass('and the request to the replica was closed');

@@ -101,3 +101,22 @@ t.test('round robin skips replicas already tried and down ones', async (t) => {
   await fleet.reportRefused('a');
   t.same([fleet.pick(new Set())?.id, fleet.pick(new Set())?.id], ['b', 'b'], 'a down replica is skipped');
 });
+
+t.test("a stale cache never declares a session lost: the store's epoch decides", async (t) => {
+  const dead = `http://127.0.0.1:${await refusingPort()}/mcp`;
+  const config = testConfig({ replicas: [{ id: 'r', url: dead }] });
+  const store = createMemoryStore();
+  const make = () => new Fleet({ config, store, metrics: createMetrics(new Registry()), logger: createLogger('silent') });
+  const [a, b] = [make(), make()];
+  t.teardown(() => Promise.all([a.close(), b.close()]));
+  await a.reportRefused('r');
+  const bound = { owner: 'r', ownerEpoch: await a.bindingEpoch('r') };
+  t.not(bound.ownerEpoch, '', 'a session bound after the retirement gets the new epoch');
+  t.equal(b.epoch('r'), '', "the other instance's cache is still the old epoch");
+  t.equal(await b.ownerGone(bound), false, 'it checks the store before declaring the session lost');
+  t.equal(b.epoch('r'), bound.ownerEpoch, 'and now knows the new epoch');
+  t.equal(await b.ownerGone({ owner: 'r', ownerEpoch: '' }), true, 'a session bound under the retired epoch is lost');
+  t.equal(await b.ownerGone({ owner: 'elsewhere', ownerEpoch: '' }), true, 'an owner no longer configured is gone');
+  b.reportAnswer('r');
+  t.equal(b.health('r'), 'up', 'an answer from the address proves a replica is there again');
+});

@@ -1,0 +1,1099 @@
+/**
+ * The randomized model-based test of CONTRACT.md §4 and §5: random sequences of opening GET
+ * streams, emitting events, cutting connections, reconnecting through either gateway instance,
+ * killing and restarting replicas, trimming their event logs and reusing stale or foreign cursors,
+ * run against the real thing (two gateway instances on one real Redis, three demo replicas as
+ * child processes, the cutting round-robin balancer), with every SSE byte read at the HTTP level so
+ * that the model alone decides when a client reconnects and with which Last-Event-ID.
+ *
+ * After every step the model checks what each client received against what it knows was emitted:
+ *   - every reconnect is an exact continuation (`Mcp-Resumption: continued`: exactly the events
+ *     after the cursor, in order, replayed ones under their first cursor), an explicit new stream
+ *     (`new-stream`, the stream_reset notification first, a reason the model allows for that
+ *     cursor), 204 for the cursor that ends a stream the gateway ended on purpose, or 404 where the
+ *     session is gone, and nothing else (no other 5xx, no hang: every wait is bounded);
+ *   - no cursor ever stands for two different events, and none is delivered twice on one stream;
+ *   - on an open stream, every event emitted is delivered, in order: no event is skipped without a
+ *     signal, none is invented or repeated;
+ *   - where the owner can prove the continuation (session alive, cursor current, log not trimmed)
+ *     the gateway continues rather than signals.
+ *
+ * Reproducible by seed: MODEL_SEED (printed in the test name) chooses every action, MODEL_STEPS
+ * how many (at least 200 in CI). Outcomes that depend on timing (409 retries, where a fresh stream
+ * attaches) can differ between runs; the actions chosen depend only on the seed and on the model's
+ * state.
+ */
+import t from 'tap';
+import type { Test } from 'tap';
+import { startBalancer, type Balancer } from '../helpers/balancer.js';
+import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { initializeBody, MCP_ACCEPT, PROTOCOL_VERSION, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
+import { parseSseBody, wireGet, wireRequest, type WireEvent, type WireGet, type WireResponse, type WireStream } from '../helpers/model-wire.js';
+import { startRedisServer } from '../helpers/redis-server.js';
+import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
+
+const SEED = Number(process.env['MODEL_SEED'] ?? 20261130) >>> 0;
+const STEPS = Number(process.env['MODEL_STEPS'] ?? 240);
+const CLIENTS = 3;
+/** A debugging aid only: actions to leave out (comma-separated names, e.g. "kill,restart"). */
+const SKIP = new Set((process.env['MODEL_SKIP'] ?? '').split(',').filter(Boolean));
+
+/** Bounds on every wait. Reached only when something is wrong (a hang is a failure too). */
+const REQUEST_MS = 10_000;
+/** Events that must arrive on an open stream arrive within this. */
+const EVENTS_MS = 5_000;
+/** A stream that must end (its replica died, it was cut) ends within this. */
+const END_MS = 5_000;
+/**
+ * After a new-stream signal, the gateway opens the fresh upstream GET on its own (retrying 409s
+ * for up to ~0.6 s): probes of increasing size are emitted until one arrives, each awaited this long.
+ */
+const PROBE_MS = 250;
+const PROBES = 16;
+/** 409 from a replica that has not yet noticed the old stream's close (R5: it must, promptly). */
+const CONFLICT_RETRIES = 80;
+const CONFLICT_BACKOFF_MS = 25;
+/** 503 + Retry-After is legitimate while a replica is suspected; retried this often. */
+const UNAVAILABLE_RETRIES = 5;
+
+const CURSOR_ALPHABET = /^[A-Za-z0-9._~-]{1,128}$/;
+const REASONS = ['foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
+type Reason = (typeof REASONS)[number];
+
+class Violation extends Error {
+  override name = 'Violation';
+}
+
+/** mulberry32: small, fast, and the same sequence on every platform. */
+function prng(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
+    pick: <T>(items: readonly T[]): T => {
+      if (items.length === 0) throw new Error('pick from nothing');
+      return items[Math.floor(next() * items.length)] as T;
+    },
+    chance: (p: number) => next() < p,
+  };
+}
+type Rng = ReturnType<typeof prng>;
+
+interface ReplicaModel {
+  id: string;
+  proc: ReplicaProcess;
+  up: boolean;
+  /** Bumped when the process is killed: sessions of an older generation are lost. */
+  generation: number;
+  /** Bumped by every trim (keep=0): events of an older trim epoch are no longer in its log. */
+  trims: number;
+}
+
+interface LogEvent {
+  seq: number;
+  /** The owner's trim epoch when the event was stored. */
+  trims: number;
+}
+
+interface Session {
+  id: string;
+  label: string;
+  replica: ReplicaModel;
+  generation: number;
+  /** Every event emitted on the session's standalone GET stream, as the owner's log holds them. */
+  log: LogEvent[];
+  /** The GET incarnation that the store holds as current (E4), as far as the model knows. */
+  currentGet: Incarnation | undefined;
+}
+
+interface Incarnation {
+  no: number;
+  session: Session;
+  /** Position in the session's log → the cursor it was delivered under (E3). */
+  cursors: Map<number, string>;
+}
+
+interface CursorInfo {
+  cursor: string;
+  session: Session;
+  inc: Incarnation;
+  kind: 'event' | 'signal';
+  /** Position in the session's log; -1 for the signal, a position the gateway made itself. */
+  index: number;
+  data: string;
+  stream: StreamModel;
+}
+
+interface Route {
+  name: string;
+  url: string;
+  /** Through the balancer, pinned to this gateway. */
+  pin?: number;
+}
+
+type Phase =
+  /** Waiting for the stream_reset notification. */
+  | 'signal'
+  /** Every event must be log[next], in order. */
+  | 'exact'
+  /** After a signal: a fresh stream whose start in the log is not known yet. */
+  | 'tail'
+  /** After a signal for a session that is gone: nothing may follow, the stream must end. */
+  | 'dead';
+
+interface StreamModel {
+  no: number;
+  client: Client;
+  conn: WireStream;
+  route: Route;
+  inc: Incarnation | undefined;
+  phase: Phase;
+  next: number;
+  /** Tail phase: the log length when the reconnect was sent; nothing before it may arrive. */
+  from: number;
+  buffer: { event: WireEvent; seq: number }[];
+  processed: number;
+  seen: Set<string>;
+  signal: { reason: Reason; lastEventId: string } | undefined;
+  lastCursor: string | undefined;
+  /** Ended by the balancer's cut. */
+  cut: boolean;
+  /** Its end, when it came from the other side, is counted in the stats. */
+  endCounted?: boolean;
+}
+
+interface Client {
+  name: string;
+  session: Session;
+  stream: StreamModel | undefined;
+  lastCursor: string | undefined;
+  history: string[];
+  /** The gateway answered 404 for the session: it is gone. */
+  notFound: boolean;
+}
+
+interface Stats {
+  steps: number;
+  actions: Record<string, number>;
+  actionMs: Record<string, number>;
+  continued: number;
+  complete: number;
+  newStream: Record<string, number>;
+  notFound: number;
+  conflicts: number;
+  unavailable: number;
+  unavailableInitialize: number;
+  eventsEmitted: number;
+  eventsDelivered: number;
+  replayed: number;
+  probesLost: number;
+  settles: number;
+  settlesEndedAtOnce: number;
+  spontaneousEnds: number;
+}
+
+interface Prediction {
+  /** 200 Mcp-Resumption: continued is required (the owner can prove the continuation). */
+  mustContinue: boolean;
+  /** New-stream reasons that are allowed. */
+  reasons: Set<Reason>;
+  notFound: boolean;
+  complete: boolean;
+  why: string;
+}
+
+const emitPayload = (data: string | undefined): { seq: number; replica: string } | undefined => {
+  try {
+    const message = JSON.parse(data ?? '') as {
+      jsonrpc?: string;
+      method?: string;
+      params?: { level?: string; logger?: string; data?: { seq?: unknown; replica?: unknown } };
+    };
+    const payload = message.params?.data;
+    if (message.jsonrpc !== '2.0' || message.method !== 'notifications/message' || message.params?.logger !== 'emit') return undefined;
+    if (typeof payload?.seq !== 'number' || typeof payload.replica !== 'string') return undefined;
+    return { seq: payload.seq, replica: payload.replica };
+  } catch {
+    return undefined;
+  }
+};
+
+class Model {
+  readonly stats: Stats = {
+    steps: 0,
+    actions: {},
+    actionMs: {},
+    continued: 0,
+    complete: 0,
+    newStream: {},
+    notFound: 0,
+    conflicts: 0,
+    unavailable: 0,
+    unavailableInitialize: 0,
+    eventsEmitted: 0,
+    eventsDelivered: 0,
+    replayed: 0,
+    probesLost: 0,
+    settles: 0,
+    settlesEndedAtOnce: 0,
+    spontaneousEnds: 0,
+  };
+  readonly clients: Client[] = [];
+  readonly cursors = new Map<string, CursorInfo>();
+  readonly trace: string[] = [];
+  readonly routes: Route[];
+  #step = 0;
+  #incarnations = 0;
+  #streams = 0;
+  #sessions = 0;
+  #rpc = 100;
+
+  constructor(
+    readonly rng: Rng,
+    readonly replicas: ReplicaModel[],
+    readonly gateways: RunningGateway[],
+    readonly balancer: Balancer,
+  ) {
+    this.routes = [
+      { name: 'gw0', url: gateways[0]!.url },
+      { name: 'gw1', url: gateways[1]!.url },
+      { name: 'lb>gw0', url: balancer.url, pin: 0 },
+      { name: 'lb>gw1', url: balancer.url, pin: 1 },
+    ];
+  }
+
+  // ----- bookkeeping and failure reports -----
+
+  note(line: string): void {
+    this.trace.push(`#${this.#step} ${line}`);
+    if (this.trace.length > 60) this.trace.shift();
+  }
+
+  fail(what: string): never {
+    const lines = [
+      `${what}`,
+      `replay: MODEL_SEED=${SEED} MODEL_STEPS=${STEPS} (step ${this.#step})`,
+      'last actions:',
+      ...this.trace.map((l) => `  ${l}`),
+    ];
+    throw new Violation(lines.join('\n'));
+  }
+
+  isLost(session: Session): boolean {
+    return session.replica.generation !== session.generation;
+  }
+
+  route(): Route {
+    return this.rng.pick(this.routes);
+  }
+
+  target(route: Route): string {
+    if (route.pin !== undefined) this.balancer.pin(route.pin);
+    return route.url;
+  }
+
+  headers(session: Session, extra: Record<string, string> = {}): Record<string, string> {
+    return { 'mcp-session-id': session.id, 'mcp-protocol-version': PROTOCOL_VERSION, ...extra };
+  }
+
+  // ----- raw MCP requests -----
+
+  async post(route: Route, body: string, headers: Record<string, string>): Promise<WireResponse> {
+    return wireRequest(this.target(route), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, ...headers },
+      body,
+      timeoutMs: REQUEST_MS,
+    });
+  }
+
+  /** The JSON-RPC response with `id` in a POST answer (JSON or SSE). */
+  rpcResult(response: WireResponse, id: number): { result?: { content?: { text?: string }[]; structuredContent?: { replica?: string } }; error?: unknown } {
+    const type = String(response.headers['content-type'] ?? '');
+    const messages = type.startsWith('text/event-stream')
+      ? parseSseBody(response.body).map((e) => e.data ?? '')
+      : [response.body];
+    for (const text of messages) {
+      try {
+        const message = JSON.parse(text) as { id?: unknown };
+        if (message.id === id) return message as ReturnType<Model['rpcResult']>;
+      } catch {
+        // not JSON: not the response
+      }
+    }
+    return this.fail(`no JSON-RPC response with id ${id} in ${response.status} ${JSON.stringify(response.body.slice(0, 300))}`);
+  }
+
+  expectNotFound(response: WireResponse, session: Session, what: string): void {
+    if (!this.isLost(session)) {
+      this.fail(`${what}: 404 for session ${session.label}, whose owner ${session.replica.id} was never killed since the session began (a live session declared lost)`);
+    }
+    // R3's body when the gateway answers; the owner's own 404 (a restarted replica) passes as it is (R7).
+    let code: unknown;
+    try {
+      code = (JSON.parse(response.body) as { error?: { code?: unknown } }).error?.code;
+    } catch {
+      code = undefined;
+    }
+    if (response.body !== SESSION_NOT_FOUND && code !== -32001) this.fail(`${what}: 404 with body ${JSON.stringify(response.body)}, not Session not found`);
+  }
+
+  expectNoServerError(response: { status: number; headers: WireResponse['headers'] }, what: string): void {
+    if (response.status >= 500 && !(response.status === 503 && response.headers['retry-after'] !== undefined)) {
+      this.fail(`${what}: ${response.status} (only 503 with Retry-After is allowed, while a replica is suspected)`);
+    }
+  }
+
+  // ----- sessions -----
+
+  async newSession(): Promise<Session> {
+    const route = this.route();
+    let init = await this.post(route, initializeBody(1), {});
+    // Right after restarts an instance may not have seen any replica come back yet (probes): it
+    // says so with 503 and Retry-After, and a client retries as told.
+    for (let attempt = 1; init.status === 503 && attempt < UNAVAILABLE_RETRIES; attempt++) {
+      this.expectNoServerError(init, 'initialize');
+      this.stats.unavailableInitialize++;
+      this.note(`initialize via ${route.name}: 503 ${init.body.slice(0, 120)}`);
+      await new Promise((resolve) => setTimeout(resolve, 1000 * Number(init.headers['retry-after'])));
+      init = await this.post(route, initializeBody(1), {});
+    }
+    this.expectNoServerError(init, 'initialize');
+    const id = init.headers['mcp-session-id'];
+    if (init.status !== 200 || typeof id !== 'string') this.fail(`initialize via ${route.name} answered ${init.status} ${init.body.slice(0, 200)}`);
+    const initialized = await this.post(route, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), this.headers({ id } as Session));
+    if (initialized.status !== 202) this.fail(`notifications/initialized answered ${initialized.status}`);
+    const rpc = ++this.#rpc;
+    const whoRoute = this.route();
+    const who = await this.post(whoRoute, toolCallBody('whoami', {}, rpc), this.headers({ id } as Session));
+    if (who.status !== 200) {
+      const holder = await this.holderOf(id);
+      this.fail(
+        `whoami on a session just created via ${route.name} answered ${who.status} via ${whoRoute.name}: ${who.body.slice(0, 200)}; ` +
+          `asked directly, ${holder ? `${holder} holds the session (a live session declared lost)` : 'no replica holds it'}`,
+      );
+    }
+    const owner = this.rpcResult(who, rpc).result?.structuredContent?.replica;
+    const replica = this.replicas.find((r) => r.id === owner);
+    if (!replica) this.fail(`whoami answered ${String(owner)}`);
+    if (!replica.up) this.fail(`a new session was bound to ${replica.id}, which is not running`);
+    const session: Session = { id, label: `s${++this.#sessions}@${replica.id}`, replica, generation: replica.generation, log: [], currentGet: undefined };
+    this.note(`new session ${session.label} via ${route.name}`);
+    return session;
+  }
+
+  /** Which running replica holds `sessionId`, asked directly (no gateway in between). */
+  async holderOf(sessionId: string): Promise<string | undefined> {
+    for (const replica of this.replicas.filter((r) => r.up)) {
+      const rpc = ++this.#rpc;
+      const response = await wireRequest(replica.proc.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL_VERSION },
+        body: toolCallBody('whoami', {}, rpc),
+        timeoutMs: REQUEST_MS,
+      }).catch(() => undefined);
+      if (response?.status === 200) return replica.id;
+    }
+    return undefined;
+  }
+
+  async addClient(name: string): Promise<Client> {
+    const client: Client = { name, session: await this.newSession(), stream: undefined, lastCursor: undefined, history: [], notFound: false };
+    this.clients.push(client);
+    return client;
+  }
+
+  async renew(client: Client): Promise<void> {
+    this.closeStream(client);
+    client.session = await this.newSession();
+    client.stream = undefined;
+    client.lastCursor = undefined;
+    client.history = [];
+    client.notFound = false;
+    this.note(`${client.name} now on ${client.session.label}`);
+  }
+
+  // ----- streams -----
+
+  newIncarnation(session: Session): Incarnation {
+    return { no: ++this.#incarnations, session, cursors: new Map() };
+  }
+
+  newStreamModel(client: Client, conn: WireStream, route: Route, phase: Phase, inc: Incarnation | undefined, next: number): StreamModel {
+    return {
+      no: ++this.#streams,
+      client,
+      conn,
+      route,
+      inc,
+      phase,
+      next,
+      from: next,
+      buffer: [],
+      processed: 0,
+      seen: new Set(),
+      signal: undefined,
+      lastCursor: undefined,
+      cut: false,
+    };
+  }
+
+  /** The client goes away: what already arrived is read first, then the connection is dropped. */
+  closeStream(client: Client): void {
+    const stream = client.stream;
+    if (!stream) return;
+    this.drain(client);
+    stream.conn.close();
+  }
+
+  /** Checks every event that arrived and has not been checked yet. */
+  drain(client: Client): void {
+    const stream = client.stream;
+    if (!stream) return;
+    while (stream.processed < stream.conn.events.length) {
+      const event = stream.conn.events[stream.processed++]!;
+      this.accept(client, stream, event);
+    }
+    if (stream.conn.ended && !stream.conn.closedByUs && !stream.cut && !stream.endCounted) {
+      stream.endCounted = true;
+      this.stats.spontaneousEnds++;
+    }
+  }
+
+  accept(client: Client, stream: StreamModel, event: WireEvent): void {
+    const session = client.session;
+    const where = `${client.name} stream #${stream.no} (${stream.route.name}, ${stream.phase})`;
+    const cursor = event.id;
+    if (cursor === undefined || cursor === '') this.fail(`${where}: an event without a cursor: ${JSON.stringify(event)}`);
+    if (!CURSOR_ALPHABET.test(cursor)) this.fail(`${where}: cursor ${JSON.stringify(cursor)} is not opaque ASCII of at most 128 characters (E2)`);
+    if (stream.seen.has(cursor)) this.fail(`${where}: cursor ${cursor} delivered twice on one stream`);
+    stream.seen.add(cursor);
+    const known = this.cursors.get(cursor);
+
+    if (stream.phase === 'signal') {
+      const expected = stream.signal!;
+      let message: { method?: string; params?: { resumed?: unknown; reason?: unknown; lastEventId?: unknown } } = {};
+      try {
+        message = JSON.parse(event.data ?? '') as typeof message;
+      } catch {
+        // checked below
+      }
+      if (
+        message.method !== 'notifications/gateway/stream_reset' ||
+        message.params?.resumed !== false ||
+        message.params.reason !== expected.reason ||
+        message.params.lastEventId !== expected.lastEventId.slice(0, 128)
+      ) {
+        this.fail(`${where}: the first event of a new stream (${expected.reason}) is not its stream_reset notification: ${event.data}`);
+      }
+      if (known) this.fail(`${where}: the signal reuses cursor ${cursor}, already issued for another event`);
+      const inc = this.newIncarnation(session);
+      stream.inc = inc;
+      this.cursors.set(cursor, { cursor, session, inc, kind: 'signal', index: -1, data: event.data ?? '', stream });
+      stream.lastCursor = cursor;
+      client.lastCursor = cursor;
+      client.history.push(cursor);
+      stream.phase = this.isLost(session) ? 'dead' : 'tail';
+      return;
+    }
+    if (stream.phase === 'dead') this.fail(`${where}: an event after the signal of a session that is gone: ${event.data}`);
+
+    const payload = emitPayload(event.data);
+    if (!payload) this.fail(`${where}: not an emit notification: ${JSON.stringify(event)}`);
+    if (event.event !== 'message') this.fail(`${where}: event type ${String(event.event)} instead of the replica's "message" (E1)`);
+    if (payload.replica !== session.replica.id) this.fail(`${where}: an event from ${payload.replica} on a session owned by ${session.replica.id}`);
+    this.stats.eventsDelivered++;
+
+    if (stream.phase === 'tail') {
+      if (known) this.fail(`${where}: an event of a fresh stream carries cursor ${cursor}, issued before for ${known.session.label} #${known.index}`);
+      stream.buffer.push({ event, seq: payload.seq });
+      if (stream.buffer.length > session.log.length - stream.from) {
+        this.fail(`${where}: ${stream.buffer.length} events after the signal, but only ${session.log.length - stream.from} were emitted since the reconnect`);
+      }
+      stream.lastCursor = cursor;
+      client.lastCursor = cursor;
+      client.history.push(cursor);
+      return;
+    }
+
+    // exact
+    const index = stream.next;
+    const inc = stream.inc!;
+    const expected = session.log[index];
+    if (!expected) {
+      this.fail(`${where}: event seq ${payload.seq} under ${cursor} after all ${session.log.length} emitted events were delivered (a duplicate or an invented event)`);
+    }
+    if (expected.seq !== payload.seq) {
+      const got = session.log.findIndex((e, i) => i > index && e.seq === payload.seq);
+      this.fail(
+        `${where}: expected log event #${index} (seq ${expected.seq}) next, got seq ${payload.seq} under ${cursor}` +
+          (got > index ? ` (an event was skipped without a signal, or reordered)` : ''),
+      );
+    }
+    this.place(where, cursor, { cursor, session, inc, kind: 'event', index, data: event.data ?? '', stream });
+    stream.next++;
+    stream.lastCursor = cursor;
+    client.lastCursor = cursor;
+    client.history.push(cursor);
+  }
+
+  /** Records that `info.cursor` stands for log event info.index of info.inc; checks E3 both ways. */
+  place(where: string, cursor: string, info: CursorInfo): void {
+    const known = this.cursors.get(cursor);
+    if (known) {
+      if (known.session !== info.session || known.inc !== info.inc || known.index !== info.index || known.data !== info.data) {
+        this.fail(
+          `${where}: cursor ${cursor} stood for ${known.session.label} inc ${known.inc.no} #${known.index} ${known.data}, ` +
+            `now for ${info.session.label} inc ${info.inc.no} #${info.index} ${info.data}`,
+        );
+      }
+      this.stats.replayed++;
+      known.stream = info.stream;
+      return;
+    }
+    const first = info.inc.cursors.get(info.index);
+    if (first !== undefined && first !== cursor) {
+      this.fail(`${where}: log event #${info.index} of ${info.session.label} was delivered under ${first}, and now replayed under ${cursor} (E3)`);
+    }
+    info.inc.cursors.set(info.index, cursor);
+    this.cursors.set(cursor, info);
+  }
+
+  /**
+   * Tail phase, once the last event emitted has arrived: the events since the signal must be the
+   * newest ones of the log, contiguous, none from before the reconnect.
+   */
+  resolveTail(client: Client, stream: StreamModel): void {
+    const { log } = client.session;
+    const m = stream.buffer.length;
+    const start = log.length - m;
+    const where = `${client.name} stream #${stream.no} (${stream.route.name}, fresh after ${stream.signal?.reason})`;
+    if (start < stream.from) this.fail(`${where}: ${m} events delivered, only ${log.length - stream.from} emitted since the reconnect`);
+    stream.buffer.forEach((b, j) => {
+      if (log[start + j]!.seq !== b.seq) {
+        this.fail(
+          `${where}: the events after the signal (seqs ${stream.buffer.map((x) => x.seq).join(',')}) are not a gapless run ` +
+            `ending at the newest emitted (seqs ${log.slice(stream.from).map((e) => e.seq).join(',')})`,
+        );
+      }
+    });
+    stream.phase = 'exact';
+    stream.next = start;
+    // The cursors were checked as new in accept(); now they get their places.
+    const lastCursor = stream.lastCursor;
+    for (const b of stream.buffer) {
+      this.place(where, b.event.id!, { cursor: b.event.id!, session: client.session, inc: stream.inc!, kind: 'event', index: stream.next, data: b.event.data ?? '', stream });
+      stream.next++;
+    }
+    stream.lastCursor = lastCursor;
+    stream.buffer = [];
+    this.stats.probesLost += start - stream.from;
+  }
+
+  /**
+   * An open stream in the exact phase must deliver everything emitted: waits until it has (or
+   * the stream ended), then checks.
+   */
+  async checkpoint(client: Client): Promise<void> {
+    const stream = client.stream;
+    if (!stream) return;
+    this.drain(client);
+    if (stream.conn.ended || stream.phase !== 'exact') return;
+    const log = client.session.log;
+    await stream.conn.until(() => stream.conn.events.length - stream.processed >= log.length - stream.next, EVENTS_MS);
+    this.drain(client);
+    if (stream.phase === 'exact' && stream.next < log.length && !stream.conn.ended) {
+      this.fail(
+        `${client.name} stream #${stream.no} (${stream.route.name}) is open but delivered only up to log event #${stream.next - 1} ` +
+          `of ${log.length} within ${EVENTS_MS} ms: events missing without a signal`,
+      );
+    }
+  }
+
+  // ----- actions -----
+
+  async emit(client: Client, count: number, label = 'emit', options: { intervalMs?: number; route?: Route } = {}): Promise<boolean> {
+    const session = client.session;
+    const route = options.route ?? this.route();
+    const rpc = ++this.#rpc;
+    // In the log before the call: its events may reach the client before its response does.
+    const trims = session.replica.trims;
+    for (let seq = 1; seq <= count; seq++) session.log.push({ seq, trims });
+    const response = await this.post(route, toolCallBody('emit', { count, intervalMs: options.intervalMs ?? 1 }, rpc), this.headers(session));
+    this.note(`${label} ${count} on ${client.name}/${session.label} via ${route.name}: ${response.status}`);
+    if (response.status === 404) {
+      session.log.length -= count;
+      this.expectNotFound(response, session, `${label} on ${client.name}`);
+      this.stats.notFound++;
+      client.notFound = true;
+      return false;
+    }
+    // A 503 would leave it unknown whether the tool ran: nothing in this model makes a replica suspect.
+    if (response.status !== 200) this.fail(`${label} on ${client.name}/${session.label} via ${route.name} answered ${response.status} ${response.body.slice(0, 300)}`);
+    if (this.isLost(session)) this.fail(`${label} on ${client.name}/${session.label}: 200 although the owner was killed`);
+    const text = this.rpcResult(response, rpc).result?.content?.[0]?.text;
+    if (text !== `emitted ${count} on get stream`) this.fail(`emit answered ${JSON.stringify(text)}`);
+    this.stats.eventsEmitted += count;
+    return true;
+  }
+
+  /** A GET without Last-Event-ID (E4: supersedes), retried while the owner still holds the old one. */
+  async plainGet(client: Client): Promise<void> {
+    this.closeStream(client);
+    client.stream = undefined;
+    const session = client.session;
+    const route = this.route();
+    for (let attempt = 1; ; attempt++) {
+      const from = session.log.length;
+      const opened = await wireGet(this.target(route), this.headers(session, { accept: 'text/event-stream' }), REQUEST_MS);
+      if (opened.kind === 'stream') {
+        if (opened.headers['mcp-resumption'] !== undefined) this.fail(`a plain GET answered with Mcp-Resumption: ${String(opened.headers['mcp-resumption'])}`);
+        if (this.isLost(session)) this.fail(`plain GET on ${session.label}: a stream although its owner was killed`);
+        const inc = this.newIncarnation(session);
+        session.currentGet = inc;
+        client.stream = this.newStreamModel(client, opened.stream, route, 'exact', inc, from);
+        this.note(`plain GET ${client.name}/${session.label} via ${route.name}: stream #${client.stream.no} inc ${inc.no} at #${from}`);
+        return;
+      }
+      const { response } = opened;
+      this.expectNoServerError(response, 'plain GET');
+      if (response.status === 409 && attempt < CONFLICT_RETRIES) {
+        this.stats.conflicts++;
+        await new Promise((resolve) => setTimeout(resolve, CONFLICT_BACKOFF_MS));
+        continue;
+      }
+      if (response.status === 503 && attempt < UNAVAILABLE_RETRIES) {
+        this.stats.unavailable++;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+        continue;
+      }
+      this.note(`plain GET ${client.name}/${session.label} via ${route.name}: ${response.status}`);
+      if (response.status === 404) {
+        this.expectNotFound(response, session, `plain GET on ${client.name}`);
+        this.stats.notFound++;
+        client.notFound = true;
+        return;
+      }
+      this.fail(`plain GET on ${client.name}/${session.label} via ${route.name} answered ${response.status} ${response.body.slice(0, 300)}` + (response.status === 409 ? ` after ${attempt} tries: the owner still holds a stream the client left long ago (R5)` : ''));
+    }
+  }
+
+  predict(client: Client, cursor: string, forged: boolean): Prediction {
+    const session = client.session;
+    const lost = this.isLost(session);
+    const p: Prediction = { mustContinue: false, reasons: new Set(), notFound: false, complete: false, why: '' };
+    const info = this.cursors.get(cursor);
+    // A session whose owner was killed gets 404 at checks 2 and 3 once the gateway knows; until
+    // it finds out (its next request to the owner), the signal, and then the stream ends.
+    if (forged || !info) {
+      p.notFound = lost;
+      p.reasons.add('foreign_cursor');
+      p.why = 'forged cursor';
+      return p;
+    }
+    if (info.session !== session) {
+      p.notFound = lost;
+      p.reasons.add('session_mismatch');
+      p.why = `cursor of ${info.session.label}`;
+      return p;
+    }
+    const lastOfItsStream = info.stream.lastCursor === cursor;
+    if (info.kind === 'signal' && lastOfItsStream) {
+      // The gateway may have ended that stream on purpose right after its signal: it is settled.
+      if (lost) p.notFound = true;
+      else p.complete = true;
+      const ended = info.stream.conn.ended && !info.stream.conn.closedByUs && !info.stream.cut;
+      if (ended && !lost) {
+        p.why = 'signal that ended its stream';
+        return p;
+      }
+    }
+    if (info.inc !== session.currentGet) {
+      p.reasons.add('superseded');
+      p.why += `inc ${info.inc.no} superseded by ${session.currentGet?.no}`;
+      return p;
+    }
+    if (lost) {
+      p.reasons.add('owner_gone');
+      // A gateway that has not yet seen the owner go finds no owner id for a signal position (gap),
+      // and then fails to open the fresh stream.
+      if (info.kind === 'signal') p.reasons.add('gap');
+      p.why += 'owner killed';
+      return p;
+    }
+    if (info.kind === 'signal') {
+      p.reasons.add('gap');
+      p.why += 'position of a signal';
+      return p;
+    }
+    const event = session.log[info.index]!;
+    if (event.trims < session.replica.trims) {
+      p.reasons.add('gap');
+      p.why += `log trimmed after event #${info.index}`;
+      return p;
+    }
+    p.mustContinue = true;
+    p.why += `event #${info.index} of the current incarnation`;
+    return p;
+  }
+
+  /** A GET with Last-Event-ID, its answer classified against the model's prediction. */
+  async resume(client: Client, cursor: string, how: string, forged = false): Promise<void> {
+    this.closeStream(client);
+    client.stream = undefined;
+    const session = client.session;
+    const route = this.route();
+    const prediction = this.predict(client, cursor, forged);
+    const from = session.log.length;
+    let opened: WireGet;
+    for (let attempt = 1; ; attempt++) {
+      opened = await wireGet(this.target(route), this.headers(session, { accept: 'text/event-stream', 'last-event-id': cursor }), REQUEST_MS);
+      if (opened.kind === 'answer' && opened.response.status === 503 && attempt < UNAVAILABLE_RETRIES) {
+        this.expectNoServerError(opened.response, 'resumption');
+        this.stats.unavailable++;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+        continue;
+      }
+      break;
+    }
+    const what = `${how} ${client.name}/${session.label} via ${route.name} (expected ${this.describe(prediction)}: ${prediction.why})`;
+    if (opened.kind === 'answer') {
+      const { response } = opened;
+      this.note(`${what}: ${response.status}`);
+      this.expectNoServerError(response, what);
+      if (response.status === 404) {
+        if (!prediction.notFound) this.fail(`${what}: 404 ${response.body}`);
+        this.expectNotFound(response, session, what);
+        this.stats.notFound++;
+        client.notFound = true;
+        return;
+      }
+      if (response.status === 204) {
+        if (!prediction.complete) this.fail(`${what}: 204 (nothing follows) for a cursor after which events may follow: a silent loss`);
+        if (response.headers['mcp-resumption'] !== 'continued') this.fail(`${what}: 204 with Mcp-Resumption ${String(response.headers['mcp-resumption'])}`);
+        this.stats.complete++;
+        return;
+      }
+      this.fail(`${what}: ${response.status} ${String(response.headers['content-type'])} ${response.body.slice(0, 300)}`);
+    }
+
+    const resumption = opened.headers['mcp-resumption'];
+    const reason = opened.headers['mcp-resumption-reason'];
+    if (resumption === 'continued') {
+      if (reason !== undefined) this.fail(`${what}: continued with Mcp-Resumption-Reason ${String(reason)}`);
+      const info = this.cursors.get(cursor);
+      if (!prediction.mustContinue || !info || info.kind !== 'event') {
+        opened.stream.close();
+        this.fail(`${what}: continued`);
+      }
+      client.stream = this.newStreamModel(client, opened.stream, route, 'exact', info.inc, info.index + 1);
+      this.note(`${what}: continued from #${info.index} on stream #${client.stream.no} (${session.log.length - info.index - 1} to replay)`);
+      this.stats.continued++;
+      await this.checkpoint(client);
+      return;
+    }
+    if (resumption !== 'new-stream' || typeof reason !== 'string') {
+      opened.stream.close();
+      this.fail(`${what}: a 200 stream with Mcp-Resumption ${String(resumption)} and reason ${String(reason)}`);
+    }
+    this.note(`${what}: new-stream ${reason}`);
+    if (!prediction.reasons.has(reason as Reason)) {
+      opened.stream.close();
+      this.fail(`${what}: new-stream ${reason}` + (prediction.mustContinue ? ' where the owner could replay everything (an unneeded signal)' : ''));
+    }
+    this.stats.newStream[reason] = (this.stats.newStream[reason] ?? 0) + 1;
+    const stream = this.newStreamModel(client, opened.stream, route, 'signal', undefined, from);
+    stream.signal = { reason: reason as Reason, lastEventId: cursor };
+    client.stream = stream;
+    await stream.conn.until(() => stream.conn.events.length > 0, EVENTS_MS);
+    this.drain(client);
+    if (stream.phase === 'signal') this.fail(`${what}: no stream_reset notification within ${EVENTS_MS} ms${stream.conn.ended ? ' (the stream ended)' : ''}`);
+    if (stream.phase === 'dead') {
+      if (!(await stream.conn.until(() => stream.conn.ended, END_MS))) this.fail(`${what}: the signal stream of a session that is gone did not end`);
+      this.drain(client);
+      return;
+    }
+    session.currentGet = stream.inc;
+    await this.settle(client, stream);
+  }
+
+  /**
+   * After a signal on a live session the stream goes on as a fresh GET from the owner, opened by
+   * the gateway after the signal was sent. Probes of increasing size are emitted until one arrives
+   * (the first to arrive, and everything after it, must arrive complete and in order), or the
+   * stream ends (the gateway gave up on a fresh stream: allowed).
+   */
+  async settle(client: Client, stream: StreamModel): Promise<void> {
+    this.stats.settles++;
+    for (let k = 1; k <= PROBES; k++) {
+      this.drain(client);
+      if (stream.conn.ended) {
+        if (stream.buffer.length > 0) this.fail(`${client.name} stream #${stream.no}: ended while probe events were still arriving`);
+        if (k === 1) this.stats.settlesEndedAtOnce++;
+        this.note(`settle ${client.name} stream #${stream.no}: ended after the signal`);
+        return;
+      }
+      if (!(await this.emit(client, k, 'probe'))) return;
+      const probe = k;
+      await stream.conn.until(() => {
+        const last = stream.conn.events[stream.conn.events.length - 1];
+        return stream.conn.ended || (stream.conn.events.length > stream.processed && emitPayload(last?.data)?.seq === probe);
+      }, PROBE_MS);
+      this.drain(client);
+      if (stream.phase !== 'tail') this.fail(`${client.name} stream #${stream.no}: left the tail phase unexpectedly (${stream.phase})`);
+      const last = stream.buffer[stream.buffer.length - 1];
+      if (last?.seq === probe) {
+        const start = client.session.log.length - stream.buffer.length;
+        this.resolveTail(client, stream);
+        this.note(`settle ${client.name} stream #${stream.no}: live from log #${start} after ${k} probe(s), ${start - stream.from} probe events lost`);
+        await this.checkpoint(client);
+        return;
+      }
+    }
+    this.fail(`${client.name} stream #${stream.no} (fresh after ${stream.signal?.reason}): open, but none of ${PROBES} probes emitted over ${PROBES * PROBE_MS} ms arrived`);
+  }
+
+  /**
+   * The connection breaks while events are being emitted: some reached the client, some were
+   * written by the owner (and perhaps recorded by the gateway) into a connection that is gone.
+   * The emit goes straight to a gateway, so that a balancer cut does not break the call itself.
+   */
+  async emitCut(client: Client): Promise<void> {
+    const stream = client.stream!;
+    const count = this.rng.int(6, 10);
+    const after = this.rng.int(0, 3);
+    const byBalancer = stream.route.pin !== undefined && this.rng.chance(0.5);
+    const direct = this.rng.pick(this.routes.filter((r) => r.pin === undefined));
+    const seen = stream.conn.events.length;
+    const emitting = this.emit(client, count, 'emit (cut midway)', { intervalMs: 3, route: direct });
+    await stream.conn.until(() => stream.conn.ended || stream.conn.events.length > seen + after, EVENTS_MS);
+    if (byBalancer) {
+      for (const c of this.clients) if (c.stream && !c.stream.conn.ended && c.stream.route.pin !== undefined) c.stream.cut = true;
+      this.balancer.cut();
+    } else {
+      stream.conn.close();
+    }
+    this.note(`${client.name} stream #${stream.no} ${byBalancer ? 'cut at the balancer' : 'dropped'} after ${stream.conn.events.length - seen} of ${count} events`);
+    await emitting;
+    for (const c of this.clients) {
+      const s = c.stream;
+      if (s?.cut && !(await s.conn.until(() => s.conn.ended, END_MS))) this.fail(`${c.name} stream #${s.no} survived the balancer's cut`);
+      this.drain(c);
+    }
+  }
+
+  async kill(replica: ReplicaModel): Promise<void> {
+    for (const client of this.clients) this.drain(client);
+    await replica.proc.kill('SIGKILL');
+    replica.up = false;
+    replica.generation++;
+    this.note(`killed ${replica.id}`);
+    // R5: when the replica's stream breaks, the client's stream ends promptly.
+    for (const client of this.clients) {
+      const stream = client.stream;
+      if (!stream || client.session.replica !== replica || stream.conn.ended) continue;
+      if (!(await stream.conn.until(() => stream.conn.ended, END_MS))) {
+        this.fail(`${client.name} stream #${stream.no} (${stream.route.name}) did not end within ${END_MS} ms after its replica ${replica.id} was killed`);
+      }
+      this.drain(client);
+    }
+  }
+
+  async restart(replica: ReplicaModel): Promise<void> {
+    await replica.proc.restart();
+    replica.up = true;
+    this.note(`restarted ${replica.id}`);
+  }
+
+  async trim(replica: ReplicaModel): Promise<void> {
+    const url = new URL('/_demo/trim?keep=0', replica.proc.url);
+    const response = await wireRequest(url.href, { method: 'POST', timeoutMs: REQUEST_MS });
+    if (response.status !== 200) this.fail(`trim on ${replica.id} answered ${response.status}`);
+    replica.trims++;
+    this.note(`trimmed ${replica.id}`);
+  }
+
+  async cutAll(): Promise<void> {
+    const affected = this.clients.filter((c) => c.stream && !c.stream.conn.ended && c.stream.route.pin !== undefined);
+    for (const client of this.clients) this.drain(client);
+    for (const client of affected) client.stream!.cut = true;
+    this.balancer.cut();
+    this.note(`balancer cut (${affected.map((c) => c.name).join(',') || 'no streams'})`);
+    for (const client of affected) {
+      const stream = client.stream!;
+      if (!(await stream.conn.until(() => stream.conn.ended, END_MS))) this.fail(`${client.name} stream #${stream.no} survived the balancer's cut`);
+      this.drain(client);
+    }
+  }
+
+  describe(p: Prediction): string {
+    const options: string[] = [];
+    if (p.mustContinue) options.push('continued');
+    if (p.reasons.size > 0) options.push(`new-stream ${[...p.reasons].join('|')}`);
+    if (p.complete) options.push('204');
+    if (p.notFound) options.push('404');
+    return options.join(' or ');
+  }
+
+  // ----- the random walk -----
+
+  async step(): Promise<void> {
+    this.#step++;
+    this.stats.steps++;
+    const { rng } = this;
+    const client = rng.pick(this.clients);
+    const up = this.replicas.filter((r) => r.up);
+    const down = this.replicas.filter((r) => !r.up);
+    const others = this.clients.filter((c) => c !== client && c.history.length > 0);
+    const actions: [string, number][] = [
+      ['emit', 30],
+      ['emitCut', client.stream && !client.stream.conn.ended && client.stream.phase === 'exact' && !this.isLost(client.session) ? 8 : 0],
+      ['resume', client.lastCursor ? 22 : 0],
+      ['plain', 8],
+      ['abort', client.stream && !client.stream.conn.ended ? 6 : 0],
+      ['stale', client.history.length > 1 ? 6 : 0],
+      ['cross', others.length > 0 ? 2 : 0],
+      ['forged', client.lastCursor ? 1 : 0],
+      ['cut', 5],
+      ['kill', up.length >= 2 ? 3 : 0],
+      ['restart', down.length > 0 ? 6 : 0],
+      ['trim', up.length > 0 ? 4 : 0],
+      ['renew', client.notFound ? 40 : 2],
+    ];
+    for (const entry of actions) if (SKIP.has(entry[0])) entry[1] = 0;
+    const total = actions.reduce((sum, [, w]) => sum + w, 0);
+    let roll = rng.next() * total;
+    let action = 'emit';
+    for (const [name, weight] of actions) {
+      if (roll < weight) {
+        action = name;
+        break;
+      }
+      roll -= weight;
+    }
+    this.stats.actions[action] = (this.stats.actions[action] ?? 0) + 1;
+    const began = performance.now();
+
+    switch (action) {
+      case 'emit':
+        if (await this.emit(client, rng.int(1, 6))) await this.checkpoint(client);
+        break;
+      case 'emitCut':
+        await this.emitCut(client);
+        break;
+      case 'resume':
+        await this.resume(client, client.lastCursor!, 'resume');
+        break;
+      case 'plain':
+        await this.plainGet(client);
+        break;
+      case 'abort':
+        this.closeStream(client);
+        await client.stream!.conn.until(() => client.stream!.conn.ended, END_MS);
+        this.note(`${client.name} dropped stream #${client.stream!.no}`);
+        break;
+      case 'stale':
+        await this.resume(client, rng.pick(client.history.slice(0, -1)), 'stale');
+        break;
+      case 'cross':
+        await this.resume(client, rng.pick(rng.pick(others).history), 'cross');
+        break;
+      case 'forged': {
+        const real = client.lastCursor!;
+        const at = rng.int(0, real.length - 1);
+        const swapped = real[at] === 'A' ? 'B' : 'A';
+        await this.resume(client, real.slice(0, at) + swapped + real.slice(at + 1), 'forged', true);
+        break;
+      }
+      case 'cut':
+        await this.cutAll();
+        break;
+      case 'kill':
+        await this.kill(rng.pick(up));
+        break;
+      case 'restart':
+        await this.restart(rng.pick(down));
+        break;
+      case 'trim':
+        await this.trim(rng.pick(up));
+        break;
+      case 'renew':
+        await this.renew(client);
+        if (rng.chance(0.7)) await this.plainGet(client);
+        break;
+    }
+    // Nothing may arrive that the model did not expect, on any client.
+    for (const c of this.clients) this.drain(c);
+    this.stats.actionMs[action] = Math.round((this.stats.actionMs[action] ?? 0) + performance.now() - began);
+  }
+}
+
+async function resumptionMetrics(gateways: RunningGateway[], labels: Record<string, string>): Promise<number> {
+  const values = await Promise.all(gateways.map((g) => metricValue(g.registry, 'mcp_gateway_resumptions_total', labels)));
+  return values.reduce((a, b) => a + b, 0);
+}
+
+t.test(`model-based resumption walk, MODEL_SEED=${SEED}, ${STEPS} steps`, async (t: Test) => {
+  t.comment(`replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${SKIP.size > 0 ? ` MODEL_SKIP=${[...SKIP].join(',')}` : ''}`);
+  const started = performance.now();
+  const redis = await startRedisServer(t);
+  const processes = await spawnReplicas(t, 3);
+  const config = {
+    store: { type: 'redis', url: redis.url },
+    replicas: processes.map((r) => ({ id: r.id, url: r.url })),
+    // Probes as in production, only faster, so that a restarted replica takes sessions again.
+    health: { intervalMs: 1000 },
+  };
+  const gateways = [await startGateway(t, config), await startGateway(t, config)];
+  const balancer = await startBalancer(t, gateways.map((g) => g.url));
+  const replicas: ReplicaModel[] = processes.map((proc) => ({ id: proc.id, proc, up: true, generation: 0, trims: 0 }));
+  const model = new Model(prng(SEED), replicas, gateways, balancer);
+  t.teardown(() => {
+    for (const client of model.clients) client.stream?.conn.close();
+  });
+
+  for (let i = 1; i <= CLIENTS; i++) {
+    const client = await model.addClient(`c${i}`);
+    await model.plainGet(client);
+  }
+  try {
+    for (let i = 0; i < STEPS; i++) await model.step();
+  } catch (err) {
+    if (err instanceof Violation) {
+      t.comment(JSON.stringify(model.stats));
+      t.fail(err.message);
+      return;
+    }
+    throw err;
+  }
+
+  const seconds = Math.round((performance.now() - started) / 100) / 10;
+  const { stats } = model;
+  t.comment(`seed ${SEED}: ${stats.steps} steps in ${seconds} s`);
+  t.comment(`actions ${JSON.stringify(stats.actions)}`);
+  t.comment(`ms per action kind ${JSON.stringify(stats.actionMs)}`);
+  t.comment(
+    `continued ${stats.continued}, 204 ${stats.complete}, new-stream ${JSON.stringify(stats.newStream)}, 404 ${stats.notFound}, ` +
+      `409 retries ${stats.conflicts}, 503 ${stats.unavailable} (on initialize ${stats.unavailableInitialize}), spontaneous ends ${stats.spontaneousEnds}`,
+  );
+  t.comment(
+    `events emitted ${stats.eventsEmitted}, delivered ${stats.eventsDelivered} (replays ${stats.replayed}), ` +
+      `fresh streams after a signal ${stats.settles} (ended at once ${stats.settlesEndedAtOnce}), probe events lost before the fresh stream attached ${stats.probesLost}`,
+  );
+  t.ok(stats.steps >= 200 || STEPS < 200, `${stats.steps} steps`);
+  t.ok(stats.continued > 0, 'the walk continued streams');
+  t.ok(Object.keys(stats.newStream).length > 0, 'the walk drew new-stream signals');
+
+  // What the gateways counted (§6) is what the clients saw.
+  t.equal(await resumptionMetrics(gateways, { outcome: 'continued', reason: 'none' }), stats.continued + stats.complete, 'continued resumptions, as counted by the gateways');
+  for (const reason of REASONS) {
+    t.equal(await resumptionMetrics(gateways, { outcome: 'new_stream', reason }), stats.newStream[reason] ?? 0, `new_stream ${reason}, as counted by the gateways`);
+  }
+});
