@@ -25,6 +25,8 @@ interface ReplicaState {
   epoch: string;
   /** Declared gone while the store could not be told: retried at every tick. */
   retirePending: boolean;
+  /** The process identity its probes last saw (health.instanceHeader), if any. */
+  instance: string | undefined;
   /** Sessions this instance bound to it and saw alive within the idle TTL (least-sessions). */
   sessions: Map<string, number>;
 }
@@ -205,6 +207,7 @@ export class Fleet {
         successes: 0,
         epoch: '',
         retirePending: false,
+        instance: undefined,
         sessions: new Map(),
       };
       this.#replicas.set(config.id, state);
@@ -213,7 +216,7 @@ export class Fleet {
   }
 
   async #probe(replica: ReplicaState): Promise<void> {
-    const { path, expectStatus, timeoutMs, unhealthyThreshold, healthyThreshold } = this.#config.health;
+    const { path, expectStatus, timeoutMs, unhealthyThreshold, healthyThreshold, instanceHeader } = this.#config.health;
     const target = path ? new URL(path, replica.config.url) : new URL(replica.config.url);
     let ok: boolean;
     let why: string;
@@ -227,6 +230,7 @@ export class Fleet {
       await response.body.dump();
       ok = expectStatus.length === 0 || expectStatus.includes(response.statusCode);
       why = `probe answered ${response.statusCode}`;
+      if (instanceHeader) await this.#checkInstance(replica, response.headers[instanceHeader.toLowerCase()]);
     } catch (err) {
       ok = false;
       why = `probe failed: ${(err as { code?: string }).code ?? String(err)}`;
@@ -244,6 +248,21 @@ export class Fleet {
       if (replica.health !== 'down' && replica.failures >= unhealthyThreshold) await this.#declareGone(replica, why);
     }
     if (replica.retirePending) await this.#retire(replica);
+  }
+
+  /**
+   * A replica that restarted between two probes (without a probe or request seeing it refuse)
+   * is another process: the sessions of the old one are lost, whatever the new one would say.
+   */
+  async #checkInstance(replica: ReplicaState, header: string | string[] | undefined): Promise<void> {
+    const seen = Array.isArray(header) ? header[0] : header;
+    if (seen === undefined) return;
+    const before = replica.instance;
+    replica.instance = seen;
+    if (before === undefined || before === seen) return;
+    this.#logger.warn({ replica: replica.config.id }, 'replica restarted (its instance changed): its sessions are lost');
+    replica.retirePending = true;
+    await this.#retire(replica);
   }
 
   async #declareGone(replica: ReplicaState, why: string): Promise<void> {

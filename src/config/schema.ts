@@ -116,6 +116,13 @@ export const ConfigSchema = Type.Object(
               "path probed with a GET on the replica's origin; unset: the MCP endpoint itself, where any HTTP answer means alive",
           }),
         ),
+        instanceHeader: Type.Optional(
+          Type.String({
+            pattern: '^[A-Za-z0-9-]{1,64}$',
+            description:
+              "a response header naming the replica's process (the demo replica sends mcp-replica-instance); a new value seen by a probe means the replica restarted and its sessions are lost",
+          }),
+        ),
         expectStatus: Type.Array(Type.Integer({ minimum: 100, maximum: 599 }), {
           default: [],
           description: 'statuses that count as healthy; empty: any HTTP answer',

@@ -109,7 +109,10 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
     sendJson(res, 404, { error: 'not found' });
   }
 
+  // Names this process, so that a gateway probing it can tell a restart (health.instanceHeader).
+  const instance = randomUUID();
   const server = createServer((req, res) => {
+    res.setHeader('mcp-replica-instance', instance);
     const url = new URL(req.url ?? '/', 'http://replica');
     const handled = url.pathname === MCP_PATH ? handleMcp(req, res) : Promise.resolve(handleDemo(req, res, url));
     handled.catch(() => {

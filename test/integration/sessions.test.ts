@@ -119,3 +119,20 @@ t.test('Origin not in security.allowedOrigins gets 403; a listed one passes', as
   t.equal(allowed.status, 200);
   t.match(await allowed.text(), /r1/);
 });
+
+t.test('a replica restarted between probes is known by its new instance: its sessions are lost', async (t) => {
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, { replicas: [{ id: replica!.id, url: replica!.url }], health: { instanceHeader: 'mcp-replica-instance' } });
+  await gw.gateway.fleet.tick();
+  const sessionId = await rawSession(gw.url);
+  await replica!.restart();
+  await gw.gateway.fleet.tick();
+  t.equal(gw.gateway.fleet.health(replica!.id), 'up', 'the new process is up');
+
+  const forwarded = await metricValue(gw.registry, 'mcp_gateway_requests_total', { replica: replica!.id });
+  const old = await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId });
+  t.equal(old.status, 404);
+  t.equal(await old.text(), SESSION_NOT_FOUND, 'the gateway knew before asking the new process');
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_requests_total', { replica: replica!.id }), forwarded, 'not forwarded');
+  t.ok(await rawSession(gw.url), 'new sessions work on the new process');
+});

@@ -3,6 +3,7 @@
  * streams keep flowing; service comes back by itself; after a restart that lost the data, no
  * session is routed by guess (R3).
  */
+import { Redis } from 'ioredis';
 import t from 'tap';
 import { metricValue, startGateway } from '../helpers/gateway.js';
 import { post, rawSession, SESSION_NOT_FOUND, toolCallBody, initializeBody } from '../helpers/http.js';
@@ -122,5 +123,37 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
   t.ok(
     await eventually(async () => (await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })).status === 200),
     'service came back once Redis answered again',
+  );
+});
+
+t.test('Redis busy with a slow command past the store timeout: 503 fast, then service resumes', async (t) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, {
+    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+  });
+  const sessionId = await rawSession(gw.url);
+  const other = new Redis(redis.url, { lazyConnect: true });
+  await other.connect();
+  t.teardown(() => other.disconnect());
+  // One script that keeps the server busy for 1.5 s: every other client waits meanwhile.
+  const busy = other.eval(
+    "local s = redis.call('TIME') while true do local n = redis.call('TIME') if (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 1500000 then return 1 end end",
+    0,
+  );
+  // The script runs once another connection's PING stops being answered.
+  const probe = new Redis(redis.url, { commandTimeout: 50, maxRetriesPerRequest: 0 });
+  t.teardown(() => probe.disconnect());
+  t.ok(await eventually(() => probe.ping().then(() => false, () => true)), 'Redis is busy with the script');
+  const [blocked, ms] = await timed(() => post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId }));
+  t.equal(blocked.status, 503, 'a request that needs the store: 503');
+  t.equal(blocked.headers.get('retry-after'), '1');
+  t.ok(ms < 1000, `answered in ${ms.toFixed(0)} ms while the slow command ran (200 ms store timeout)`);
+  await blocked.text();
+  t.equal(await busy, 1, 'the slow command finished');
+  t.ok(
+    await eventually(async () => (await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })).status === 200),
+    'the session answers again',
   );
 });
