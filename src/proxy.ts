@@ -17,7 +17,7 @@ import type { Attachment, SseStreams } from './streams.js';
 import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
 import type { JsonRpcId, SessionRecord, Store } from './store/types.js';
-import { describeUpstreamError, isAbort, isConnectFailure, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
+import { describeUpstreamError, discard, isAbort, isConnectFailure, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
 
 export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
 
@@ -133,7 +133,7 @@ export function createProxy(deps: ProxyDeps) {
         if (kind === 'get') {
           // A GET has no effect to lose: the client retries once the store answers.
           abort.abort();
-          response.body.destroy();
+          discard(response);
           return unavailable(request, reply, 'the session store does not answer');
         }
         // The POST ran on the replica: its answer must reach the client, without cursors.
@@ -216,12 +216,12 @@ export function createProxy(deps: ProxyDeps) {
           bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch }, config.sessions.idleTtlMs);
         } catch (err) {
           abort.abort();
-          response.body.destroy();
+          discard(response);
           discardSession(replica, sessionId);
           return unavailable(request, reply, 'the session store does not answer');
         }
         if (!bound) {
-          response.body.destroy();
+          discard(response);
           logger.error({ replica: replica.id, session: shortId(sessionId) }, 'replica issued a session id that is already recorded');
           return answer(request, reply, 502, jsonRpcError(-32000, 'The replica issued a session id that is already in use'));
         }

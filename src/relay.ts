@@ -45,7 +45,7 @@ export function relay(body: Readable, res: ServerResponse): Relay<RelayEnd> {
   };
   body.on('data', onData);
   body.once('end', () => finish('upstream_end'));
-  body.once('error', () => finish('upstream_error'));
+  body.on('error', () => finish('upstream_error'));
   res.once('close', () => finish(res.writableFinished ? 'upstream_end' : 'client_gone'));
 
   return { end: () => finish('gateway_end'), done };

@@ -110,3 +110,12 @@ export function describeUpstreamError(err: unknown): string {
   const codes = codesOf(err);
   return codes[0] ?? (err instanceof Error ? err.message : String(err));
 }
+
+/**
+ * Throws away a replica's response body that will not be read. Destroying an undici body whose
+ * request was aborted emits 'error': without a listener that would end the process.
+ */
+export function discard(response: UpstreamResponse): void {
+  response.body.on('error', () => undefined);
+  response.body.destroy();
+}

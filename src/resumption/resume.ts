@@ -15,7 +15,7 @@ import type { Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { IncarnationView, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
-import { describeUpstreamError, isAbort, isRefused, type UpstreamResponse } from '../upstream.js';
+import { describeUpstreamError, discard, isAbort, isRefused, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type NewStreamReason } from './decide.js';
 import { outcomeUnknownError, REASON_HEADER, rejectBody, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
@@ -149,7 +149,7 @@ export function createResumption(kit: ResumeKit) {
       cursors = await streams.cursors(at);
     } catch {
       abort.abort();
-      response.body.destroy();
+      discard(response);
       return kit.unavailable(request, reply, 'the session store does not answer');
     }
     const rewriter = streams.rewriter(cursors, replay.head, {
@@ -227,7 +227,7 @@ export function createResumption(kit: ResumeKit) {
     }
     if (first.end || !at || !rewriter) {
       fresh?.abort.abort();
-      fresh?.response.body.destroy();
+      if (fresh) discard(fresh.response);
       const retryAfter = String(config.upstream.retryAfterSeconds);
       metrics.requests.inc({ method: 'GET', status: '503', replica: 'none' });
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });

@@ -43,8 +43,6 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      body.off('data', onData);
-      res.off('drain', onDrain);
       body.destroy();
       if (started && how !== 'client_gone' && !res.writableEnded) res.end();
       resolve(how);
@@ -66,42 +64,62 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
     held = [];
   };
 
-  const onDrain = () => body.resume();
-  const deliver = (result: RewriteResult) => {
-    if (settled) return;
+  // Everything the replica sent meanwhile is taken in one read and rewritten as one batch (one
+  // store round trip), not chunk by chunk: while a batch's records are written, a fast replica
+  // may have sent thousands of small chunks.
+  let waitingForDrain = false;
+  const deliver = (result: RewriteResult): boolean => {
+    if (settled) return false;
     if (!started) {
-      if (result.end) return fail(result.end);
+      if (result.end) {
+        fail(result.end);
+        return false;
+      }
       held.push(result.out);
       heldBytes += result.out.length;
       heldEvents += result.events;
       if (rewriter.verified) begin();
-      else if (heldBytes > (options.verify?.maxBytes ?? Infinity)) return fail('too_large');
-      if (!started) return void body.resume();
-    } else if (result.out.length > 0) {
-      if (result.events > 0) options.onEvents(result.events);
-      if (!res.write(result.out) && !result.end) {
-        res.once('drain', onDrain);
-        return;
+      else if (heldBytes > (options.verify?.maxBytes ?? Infinity)) {
+        fail('too_large');
+        return false;
       }
+      return true;
     }
-    if (result.end) return settle(result.end);
-    body.resume();
+    if (result.events > 0) options.onEvents(result.events);
+    const flushed = result.out.length === 0 || res.write(result.out);
+    if (result.end) {
+      settle(result.end);
+      return false;
+    }
+    if (!flushed) {
+      waitingForDrain = true;
+      res.once('drain', () => {
+        waitingForDrain = false;
+        inOrder(readAll);
+      });
+      return false;
+    }
+    return true;
   };
-  // Chunks, the end and errors are handled strictly in order: a Readable emits 'end' as soon as
-  // it handed out its last chunk, even paused, while that chunk's records may still be on the way.
+  const readAll = async () => {
+    while (!settled && !waitingForDrain) {
+      const chunk = body.read() as Buffer | null;
+      if (chunk === null) return;
+      if (!deliver(await rewriter.push(chunk))) return;
+    }
+  };
+
+  // Reads, the end and errors are handled strictly in order: a Readable emits 'end' as soon as it
+  // handed out its last data, while that data's records may still be on the way.
   let queue = Promise.resolve();
   const inOrder = (step: () => void | Promise<void>) => {
     queue = queue.then(step);
-  };
-  const onData = (chunk: Buffer) => {
-    body.pause();
-    inOrder(() => rewriter.push(chunk).then(deliver));
   };
 
   if (rewriter.verified) begin();
   else timer = setTimeout(() => fail('timeout'), options.verify?.timeoutMs ?? 0);
 
-  body.on('data', onData);
+  body.on('readable', () => inOrder(readAll));
   body.once('end', () =>
     inOrder(() => {
       if (settled) return;
@@ -110,7 +128,7 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
       settle(last.end ?? 'upstream_end');
     }),
   );
-  body.once('error', () => inOrder(() => (started ? settle('upstream_error') : fail('upstream_error'))));
+  body.on('error', () => inOrder(() => (started ? settle('upstream_error') : fail('upstream_error'))));
   res.once('close', () => {
     if (!started) return fail('client_gone');
     settle(res.writableFinished ? 'upstream_end' : 'client_gone');
