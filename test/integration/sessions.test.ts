@@ -5,8 +5,9 @@
 import t from 'tap';
 import { callText, connect } from '../helpers/client.js';
 import { metricValue, startGateway } from '../helpers/gateway.js';
-import { post, rawSession, refusingPort, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
+import { initializeBody, post, rawSession, refusingPort, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
 import { spawnReplicas } from '../helpers/replicas.js';
+import { startScriptedUpstream } from '../helpers/sse-upstream.js';
 
 t.test('an unknown session gets 404 with the exact body and is not forwarded', async (t) => {
   const [replica] = await spawnReplicas(t, 1);
@@ -135,4 +136,17 @@ t.test('a replica restarted between probes is known by its new instance: its ses
   t.equal(await old.text(), SESSION_NOT_FOUND, 'the gateway knew before asking the new process');
   t.equal(await metricValue(gw.registry, 'mcp_gateway_requests_total', { replica: replica!.id }), forwarded, 'not forwarded');
   t.ok(await rawSession(gw.url), 'new sessions work on the new process');
+});
+
+t.test('a replica that issues a session id already recorded gets 502, and the gateway lives on', async (t) => {
+  const upstream = await startScriptedUpstream(t, 'always-the-same-id');
+  const gw = await startGateway(t, { replicas: [{ id: 'scripted', url: upstream.url }] });
+  const first = await post(gw.url, initializeBody());
+  t.equal(first.status, 200);
+  await first.text();
+  const second = await post(gw.url, initializeBody());
+  t.equal(second.status, 502, 'the second binding of the same id is refused');
+  t.match(JSON.parse(await second.text()), { error: { code: -32000 } });
+  const health = await fetch(`${gw.adminUrl}/healthz`);
+  t.equal(health.status, 200, 'the gateway still serves');
 });
