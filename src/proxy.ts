@@ -17,7 +17,7 @@ import type { Attachment, SseStreams } from './streams.js';
 import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
 import type { JsonRpcId, SessionRecord, Store } from './store/types.js';
-import { describeUpstreamError, discard, isAbort, isConnectFailure, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
+import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
 
 export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
 
@@ -99,8 +99,7 @@ export function createProxy(deps: ProxyDeps) {
   async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: AbortController) {
     const { replica, sessionId } = forwarding;
     const res = reply.raw;
-    const contentType = headerValue(response.headers, 'content-type') ?? '';
-    const sse = contentType.toLowerCase().startsWith('text/event-stream');
+    const sse = isEventStream(response);
     const headers = responseHeadersForClient(response.headers);
     Object.assign(headers, forwarding.responseHeaders);
     // Counted where the marked answer leaves: a request never forwarded (404, 503) is not stripped.

@@ -119,3 +119,9 @@ export function discard(response: UpstreamResponse): void {
   response.body.on('error', () => undefined);
   response.body.destroy();
 }
+
+/** Whether the replica answered with an SSE stream. */
+export function isEventStream(response: UpstreamResponse): boolean {
+  const type = response.headers['content-type'];
+  return (Array.isArray(type) ? type[0] : type)?.toLowerCase().startsWith('text/event-stream') ?? false;
+}

@@ -9,13 +9,13 @@ import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor-keys.js';
 import { isStoreError } from '../errors.js';
 import type { Fleet } from '../fleet.js';
-import { headerValue, LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
+import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { IncarnationView, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
-import { describeUpstreamError, discard, isAbort, isRefused, type UpstreamResponse } from '../upstream.js';
+import { describeUpstreamError, discard, isAbort, isEventStream, isRefused, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type NewStreamReason } from './decide.js';
 import { outcomeUnknownError, REASON_HEADER, rejectBody, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
@@ -131,8 +131,7 @@ export function createResumption(kit: ResumeKit) {
       fleet.reportSuspect(replica.id, describeUpstreamError(err));
       return kit.unavailable(request, reply, `replica ${replica.id} did not answer`);
     }
-    const sse = (headerValue(response.headers, 'content-type') ?? '').toLowerCase().startsWith('text/event-stream');
-    if (response.statusCode !== 200 || !sse) {
+    if (response.statusCode !== 200 || !isEventStream(response)) {
       await response.body.dump().catch(() => undefined);
       if (response.statusCode === 404) {
         kit.loseSession(session, 'owner answered 404');
@@ -270,8 +269,7 @@ export function createResumption(kit: ResumeKit) {
         }
         return undefined;
       }
-      const sse = (headerValue(response.headers, 'content-type') ?? '').toLowerCase().startsWith('text/event-stream');
-      if (response.statusCode === 200 && sse) return { response, abort };
+      if (response.statusCode === 200 && isEventStream(response)) return { response, abort };
       await response.body.dump().catch(() => undefined);
       // R4: the owner no longer knows the session (a restarted replica answers so).
       if (response.statusCode === 404) kit.loseSession(session, 'owner answered 404');
