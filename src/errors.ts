@@ -45,3 +45,8 @@ export function describe(cause: unknown): string {
   if (cause instanceof Error) return cause.message;
   return String(cause);
 }
+
+/** A JSON-RPC error answer that belongs to no request (`id: null`): the body of the gateway's own 4xx and 5xx. */
+export function jsonRpcError(code: number, message: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
+}

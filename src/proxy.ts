@@ -6,7 +6,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from './config/schema.js';
-import { isStoreError, describe } from './errors.js';
+import { describe, isStoreError, jsonRpcError } from './errors.js';
 import type { Fleet } from './fleet.js';
 import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
 import type { Logger } from './logger.js';
@@ -338,9 +338,6 @@ export function createProxy(deps: ProxyDeps) {
   };
 }
 
-export function jsonRpcError(code: number, message: string): string {
-  return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
-}
 
 /** Enough of a session id to follow it through the logs, not enough to use it. */
 export function shortId(sessionId: string): string {

@@ -11,9 +11,11 @@ import type { Config } from './config/schema.js';
 import { Fleet } from './fleet.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
-import { createProxy, jsonRpcError } from './proxy.js';
+import { jsonRpcError } from './errors.js';
+import { createProxy } from './proxy.js';
 import { CursorKeys } from './cursor-keys.js';
 import { OpenStreams } from './relay.js';
+import { retryWithin } from './retry.js';
 import { SseStreams } from './streams.js';
 import { instrumentStore } from './store/instrument.js';
 import type { Store } from './store/types.js';
@@ -164,17 +166,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
  * connect timeout does not stop the gateway: it starts unready (/readyz says why) and recovers.
  */
 async function waitForStore(store: Store, timeoutMs: number, logger: Logger): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
-    try {
-      await store.ping();
-      return;
-    } catch (err) {
-      if (performance.now() + pause > deadline) {
-        logger.warn({ err: (err as Error).message }, 'the store does not answer yet; starting unready');
-        return;
-      }
-      await new Promise((resolve) => setTimeout(resolve, pause));
-    }
-  }
+  await retryWithin(timeoutMs, { firstMs: 10, maxMs: 200 }, () => store.ping()).catch((err: unknown) => {
+    logger.warn({ err: (err as Error).message }, 'the store does not answer yet; starting unready');
+  });
 }

@@ -14,6 +14,7 @@ import type { Metrics } from './metrics.js';
 import type { OpenStreams } from './relay.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './sse/pipe.js';
 import { SseRewriter, type CursorTarget } from './sse/rewriter.js';
+import { retryWithin } from './retry.js';
 import type { IncarnationKind, JsonRpcId, Store } from './store/types.js';
 
 export interface StreamDeps {
@@ -66,7 +67,10 @@ export class SseStreams {
       incarnation: at.incarnation,
       sink: {
         record: (fromSeq, upstreamIds, responded) =>
-          withRetry(config.resumption.recordRetryMs, () =>
+          // A store blip or failover holds the stream for a moment instead of ending it. Safe
+          // because recordEvents is idempotent: a batch that landed although its answer timed
+          // out is 'ok' again.
+          retryWithin(config.resumption.recordRetryMs, { firstMs: 50, maxMs: 1000 }, () =>
             store.recordEvents(
               at.sessionId,
               at.incarnation,
@@ -74,6 +78,7 @@ export class SseStreams {
               config.resumption.recordedEvents,
               config.sessions.idleTtlMs,
             ),
+          isStoreError,
           ),
       },
     };
@@ -134,22 +139,5 @@ export class SseStreams {
     );
     timer.unref();
     return timer;
-  }
-}
-
-/**
- * Retries a store write that failed (not one that was refused) until `budgetMs` is spent: a store
- * blip or failover holds a stream for a moment instead of ending it. Safe because recordEvents is
- * idempotent: a batch that landed although its answer timed out is 'ok' again.
- */
-async function withRetry<T>(budgetMs: number, write: () => Promise<T>): Promise<T> {
-  const deadline = performance.now() + budgetMs;
-  for (let pause = 50; ; pause = Math.min(pause * 2, 1000)) {
-    try {
-      return await write();
-    } catch (err) {
-      if (!isStoreError(err) || performance.now() + pause > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, pause));
-    }
   }
 }

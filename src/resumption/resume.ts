@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor-keys.js';
-import { isStoreError } from '../errors.js';
+import { isStoreError, jsonRpcError } from '../errors.js';
 import type { Fleet } from '../fleet.js';
 import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
@@ -230,7 +230,7 @@ export function createResumption(kit: ResumeKit) {
       const retryAfter = String(config.upstream.retryAfterSeconds);
       metrics.requests.inc({ method: 'GET', status: '503', replica: 'none' });
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });
-      res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Service temporarily unavailable: the session store does not answer' } }));
+      res.end(jsonRpcError(-32000, 'Service temporarily unavailable: the session store does not answer'));
       return;
     }
     count('new_stream', reason);
