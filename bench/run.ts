@@ -7,6 +7,7 @@
  *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,gateway-memory,gateway-redis
  *            --duration MS (rpc and sse windows)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
+ *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
  *
  * Prints one table and writes it as JSON to bench/results/<timestamp>.json. Absolute figures depend
  * on the machine and on what else runs on it; the ratios to the baselines of the same run are what
@@ -14,7 +15,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LoadClient } from './lib/client.js';
@@ -34,6 +35,8 @@ export interface BenchOptions {
   resumeReps: number;
   gatewayLog: string;
   upstreamWorkers: number;
+  /** Where each gateway writes a CPU profile (--gateway-cpu-prof DIR); none by default. */
+  gatewayCpuProfDir?: string;
   /** Where the JSON goes. */
   outDir: string;
   log: (line: string) => void;
@@ -156,6 +159,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         dir,
         ...(redis ? { redisUrl: redis.url } : {}),
         gatewayLog: opts.gatewayLog,
+        ...(opts.gatewayCpuProfDir ? { gatewayCpuProfDir: opts.gatewayCpuProfDir } : {}),
         // Every open stream holds one connection to its replica.
         gatewayConnections: Math.max(1024, idleStreams + 256),
         openFiles,
@@ -228,6 +232,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       'gateway-log': { type: 'string' },
       'upstream-workers': { type: 'string' },
+      'gateway-cpu-prof': { type: 'string' },
     },
   });
   const opts = presetOptions(values.full ? 'full' : 'quick');
@@ -253,6 +258,7 @@ async function main(): Promise<void> {
     upstreamWorkers: num(values['upstream-workers'], 'upstream-workers'),
     outDir: values.out,
     gatewayLog: values['gateway-log'],
+    gatewayCpuProfDir: values['gateway-cpu-prof'] === undefined ? undefined : resolve(values['gateway-cpu-prof']),
   };
   for (const [key, value] of Object.entries(custom)) if (value !== undefined) (opts as unknown as Record<string, unknown>)[key] = value;
   const result = await runBench(opts);

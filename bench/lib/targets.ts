@@ -127,6 +127,8 @@ export interface ProxyOptions {
   gatewayConnections: number;
   /** The open-files limit the proxies run under (finite). */
   openFiles: number;
+  /** When set, each gateway writes a V8 CPU profile (.cpuprofile) into this directory as it stops. */
+  gatewayCpuProfDir?: string;
 }
 
 export async function startTarget(kind: ProxyKind, opts: ProxyOptions): Promise<Target> {
@@ -181,7 +183,8 @@ async function startGateway(kind: 'gateway-memory' | 'gateway-redis', opts: Prox
   const logFile = join(dir, 'gateway.log');
   const log = createWriteStream(logFile);
   await new Promise((resolve) => log.once('open', resolve));
-  const child = startChild(process.execPath, [GATEWAY_CLI, '--config', file], { stdio: ['ignore', log, log] });
+  const profile = opts.gatewayCpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.gatewayCpuProfDir, '--cpu-prof-name', `${kind}-${Date.now()}.cpuprofile`] : [];
+  const child = startChild(process.execPath, [...profile, GATEWAY_CLI, '--config', file], { stdio: ['ignore', log, log] });
   const readyz = `http://127.0.0.1:${adminPort}/readyz`;
   try {
     await waitFor(`${kind} ready`, START_DEADLINE_MS, async () => {

@@ -10,10 +10,10 @@
  * Nothing half-rewritten is ever sent: a block is forwarded only when complete and recorded; an
  * oversized event, a refused record or a broken replay ends the output where it stands.
  */
-import type { CursorCodec } from '../cursor.js';
+import type { CursorCodec, CursorIssuer } from '../cursor.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
-import { serializeComment, serializeEvent } from './serializer.js';
+import { commentText, eventText } from './serializer.js';
 
 export interface RecordSink {
   /** Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: made by the gateway). */
@@ -69,6 +69,7 @@ export class SseRewriter {
   #head: number;
   #verified: number;
   #ended: EndReason | undefined;
+  #issuer: CursorIssuer | undefined;
 
   constructor(options: RewriterOptions) {
     this.#options = options;
@@ -89,7 +90,7 @@ export class SseRewriter {
 
   /** Rewrites one chunk from the replica. Resolves once its records are in the store. */
   push(chunk: Uint8Array): Promise<RewriteResult> {
-    if (this.#ended) return Promise.resolve({ out: Buffer.alloc(0), events: 0, end: this.#ended });
+    if (this.#ended) return Promise.resolve({ out: EMPTY, events: 0, end: this.#ended });
     this.#parser.push(chunk);
     const items = this.#items;
     this.#items = [];
@@ -101,7 +102,7 @@ export class SseRewriter {
     this.#parser.end();
     this.#items = [];
     if (!this.#ended && !this.verified) this.#ended = 'gap';
-    return { out: Buffer.alloc(0), events: 0, ...(this.#ended ? { end: this.#ended } : {}) };
+    return { out: EMPTY, events: 0, ...(this.#ended ? { end: this.#ended } : {}) };
   }
 
   /** An event made by the gateway itself (a signal), numbered and recorded like any other. */
@@ -110,16 +111,27 @@ export class SseRewriter {
   }
 
   async #emit(items: readonly SseItem[], synthetic = false): Promise<RewriteResult> {
-    const pieces: Buffer[] = [];
+    // The batch is written as text and encoded once; events that carry a cursor get it in a second
+    // pass, all numbered at once (one AES call for the whole read, see CursorIssuer).
+    const parts: string[] = [];
+    const numbered: SseEvent[] = [];
+    const slots: number[] = [];
+    const seqs: number[] = [];
     const upstreamIds: (string | null)[] = [];
     const responded: JsonRpcId[] = [];
     const fromSeq = this.#head + 1;
     let events = 0;
     let end: EndReason | undefined;
+    const number = (item: SseEvent, seq: number) => {
+      numbered.push(item);
+      slots.push(parts.length);
+      seqs.push(seq);
+      parts.push('');
+    };
 
     for (const item of items) {
       if (item.kind === 'comment') {
-        pieces.push(serializeComment(item.text));
+        parts.push(commentText(item.text));
         continue;
       }
       if (item.kind === 'truncated') continue;
@@ -134,21 +146,21 @@ export class SseRewriter {
           end = 'gap';
           break;
         }
-        pieces.push(this.#serialize(item, base + 1 + this.#verified));
+        number(item, base + 1 + this.#verified);
         this.#verified++;
         events++;
         continue;
       }
       if (item.id && !this.#options.cursors) {
-        pieces.push(serializeEvent({ ...item, id: undefined }));
+        parts.push(eventText({ ...item, id: undefined }));
       } else if (synthetic || item.id) {
         const seq = fromSeq + upstreamIds.length;
         upstreamIds.push(synthetic ? null : (item.id as string));
         if (this.#options.trackResponses) collectResponseId(item.data, responded);
-        pieces.push(this.#serialize(item, seq));
+        number(item, seq);
       } else {
         // No id (or an empty one, which resets the client's last id): passes as it is (E1).
-        pieces.push(serializeEvent(item));
+        parts.push(eventText(item));
       }
       events++;
     }
@@ -158,20 +170,28 @@ export class SseRewriter {
       if (result !== 'ok') {
         // Nothing of this batch may leave without its records: what came before it already did.
         this.#ended = result;
-        return { out: Buffer.alloc(0), events: 0, end: result };
+        return { out: EMPTY, events: 0, end: result };
       }
       this.#head = fromSeq + upstreamIds.length - 1;
     }
+    if (seqs.length > 0) {
+      const cursors = this.#issue(seqs);
+      for (let i = 0; i < numbered.length; i++) parts[slots[i]!] = eventText(numbered[i]!, cursors[i]);
+    }
     if (end) this.#ended = end;
-    return { out: Buffer.concat(pieces), events, ...(end ? { end } : {}) };
+    return { out: parts.length === 0 ? EMPTY : Buffer.from(parts.join(''), 'utf8'), events, ...(end ? { end } : {}) };
   }
 
-  #serialize(item: SseEvent, seq: number): Buffer {
-    const { codec, sessionId, incarnation } = this.#options.cursors!;
-    const cursor = codec.encode(sessionId, { incarnation, seq });
-    return serializeEvent({ ...item, id: cursor });
+  #issue(seqs: readonly number[]): string[] {
+    if (!this.#issuer) {
+      const { codec, sessionId, incarnation } = this.#options.cursors!;
+      this.#issuer = codec.issuer(sessionId, incarnation);
+    }
+    return this.#issuer.encode(seqs);
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** The id of a JSON-RPC response (result or error) carried in `data`, if it is one. */
 function collectResponseId(data: string | undefined, into: JsonRpcId[]): void {

@@ -40,14 +40,19 @@ const ID_FORBIDDEN = /[\r\n\0]/;
  *   retry that is not a non-negative safe integer.
  */
 export function serializeEvent(e: SseEventFields): Buffer {
+  return Buffer.from(eventText(e), 'utf8');
+}
+
+/** serializeEvent as text, for writers that join many events before encoding them once; `id` replaces the event's own. */
+export function eventText(e: SseEventFields, id: string | undefined = e.id): string {
   let out = '';
   if (e.event !== undefined) {
     if (LINE_BREAK.test(e.event)) throw new SseSerializeError('event', 'SSE event name contains CR or LF');
     out += `event: ${e.event}\n`;
   }
-  if (e.id !== undefined) {
-    if (ID_FORBIDDEN.test(e.id)) throw new SseSerializeError('id', 'SSE id contains CR, LF or NUL');
-    out += `id: ${e.id}\n`;
+  if (id !== undefined) {
+    if (ID_FORBIDDEN.test(id)) throw new SseSerializeError('id', 'SSE id contains CR, LF or NUL');
+    out += `id: ${id}\n`;
   }
   if (e.retry !== undefined) {
     if (!Number.isSafeInteger(e.retry) || e.retry < 0) {
@@ -57,13 +62,18 @@ export function serializeEvent(e: SseEventFields): Buffer {
   }
   if (e.data !== undefined) {
     if (e.data.includes('\r')) throw new SseSerializeError('data', 'SSE data contains CR');
-    out += `data: ${e.data.replaceAll('\n', '\ndata: ')}\n`;
+    out += `data: ${e.data.includes('\n') ? e.data.replaceAll('\n', '\ndata: ') : e.data}\n`;
   }
-  return Buffer.from(`${out}\n`, 'utf8');
+  return `${out}\n`;
 }
 
 /** `text` is written right after the colon, as the parser reports it (": ping" ↔ " ping"). */
 export function serializeComment(text: string): Buffer {
+  return Buffer.from(commentText(text), 'utf8');
+}
+
+/** serializeComment as text. */
+export function commentText(text: string): string {
   if (LINE_BREAK.test(text)) throw new SseSerializeError('comment', 'SSE comment contains CR or LF');
-  return Buffer.from(`:${text}\n`, 'utf8');
+  return `:${text}\n`;
 }
