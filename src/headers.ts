@@ -24,13 +24,16 @@ export const LAST_EVENT_ID = 'last-event-id';
 
 type AnyHeaders = IncomingHttpHeaders | Record<string, string | string[] | undefined>;
 
-function namedInConnection(headers: AnyHeaders): Set<string> {
+/** Header names that `Connection` lists beyond its usual keep-alive/close tokens; none for most requests. */
+function namedInConnection(headers: AnyHeaders): Set<string> | undefined {
   const value = headers['connection'];
-  const list = Array.isArray(value) ? value.join(',') : (value ?? '');
+  if (value === undefined) return undefined;
+  const list = (Array.isArray(value) ? value.join(',') : value).toLowerCase();
+  if (list === 'keep-alive' || list === 'close') return undefined;
   return new Set(
     list
       .split(',')
-      .map((s) => s.trim().toLowerCase())
+      .map((s) => s.trim())
       .filter(Boolean),
   );
 }
@@ -39,10 +42,11 @@ function namedInConnection(headers: AnyHeaders): Set<string> {
 export function endToEnd(headers: AnyHeaders, drop: readonly string[] = []): Record<string, string | string[]> {
   const connection = namedInConnection(headers);
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name];
     if (value === undefined) continue;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || connection.has(lower) || drop.includes(lower)) continue;
+    if (HOP_BY_HOP.has(lower) || connection?.has(lower) || (drop.length > 0 && drop.includes(lower))) continue;
     out[lower] = value;
   }
   return out;

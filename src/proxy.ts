@@ -17,7 +17,7 @@ import type { Attachment, SseStreams } from './streams.js';
 import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
 import type { JsonRpcId, SessionRecord, Store } from './store/types.js';
-import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, type UpstreamResponse, type Upstreams } from './upstream.js';
+import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, UpstreamAbort, type UpstreamResponse, type Upstreams } from './upstream.js';
 
 export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
 
@@ -76,7 +76,7 @@ export function createProxy(deps: ProxyDeps) {
     else fleet.reportAnswer(replicaId);
   }
 
-  async function send(request: FastifyRequest, forwarding: Forwarding, signal: AbortSignal): Promise<UpstreamResponse> {
+  async function send(request: FastifyRequest, forwarding: Forwarding, signal: UpstreamAbort): Promise<UpstreamResponse> {
     const headers = requestHeadersForReplica(
       request.headers,
       { ip: request.ip, protocol: request.protocol, host: request.headers.host },
@@ -96,7 +96,7 @@ export function createProxy(deps: ProxyDeps) {
   }
 
   /** Streams the replica's answer to the client, with the gateway's own headers added. */
-  async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: AbortController) {
+  async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: UpstreamAbort) {
     const { replica, sessionId } = forwarding;
     const res = reply.raw;
     const sse = isEventStream(response);
@@ -122,10 +122,12 @@ export function createProxy(deps: ProxyDeps) {
     let cursors: CursorTarget | undefined;
     if (sessionId !== undefined) {
       try {
-        at = await streams.openIncarnation(sessionId, replica.id, kind, {
-          pending: kind === 'post' ? requestIds(request.body) : [],
-          supersede: kind === 'get',
-        });
+        // A GET supersedes the session's earlier GET streams now (E4); a POST stream is recorded
+        // with its first events.
+        at =
+          kind === 'get'
+            ? await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })
+            : streams.lazyIncarnation(sessionId, replica.id, requestIds(request.body));
         cursors = await streams.cursors(at);
       } catch (err) {
         if (!isStoreError(err)) throw err;
@@ -158,6 +160,7 @@ export function createProxy(deps: ProxyDeps) {
   }
 
   function logDone(request: FastifyRequest, forwarding: Forwarding, status: number, how: string) {
+    if (!logger.isLevelEnabled('info')) return;
     logger.info(
       {
         method: request.method,
@@ -188,11 +191,11 @@ export function createProxy(deps: ProxyDeps) {
     const tried = new Set<string>();
     for (let replica = fleet.pick(tried); replica; replica = fleet.pick(tried)) {
       tried.add(replica.id);
-      const abort = new AbortController();
+      const abort = new UpstreamAbort();
       const attempt: Forwarding = { ...forwarding, replica, sessionId: undefined };
       let response: UpstreamResponse;
       try {
-        response = await send(request, attempt, abort.signal);
+        response = await send(request, attempt, abort);
       } catch (err) {
         if (isAbort(err)) return;
         if (isConnectFailure(err)) {
@@ -260,10 +263,10 @@ export function createProxy(deps: ProxyDeps) {
       return unavailable(request, reply, `replica ${record.owner} is not answering properly`);
     }
     const attempt: Forwarding = { ...forwarding, replica, sessionId };
-    const abort = new AbortController();
+    const abort = new UpstreamAbort();
     let response: UpstreamResponse;
     try {
-      response = await send(request, attempt, abort.signal);
+      response = await send(request, attempt, abort);
     } catch (err) {
       if (isAbort(err)) return;
       if (isRefused(err)) {

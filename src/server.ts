@@ -58,6 +58,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     loggerInstance: logger as FastifyBaseLogger,
     // One access line per request comes from the proxy itself, with the replica and session.
     logController: new LogController({ disableRequestLogging: true }),
+    // Nothing logs through request.log: no child logger per request.
+    childLoggerFactory: (parent) => parent,
     bodyLimit: config.limits.bodyBytes,
     http: { maxHeaderSize: config.limits.headerBytes },
     routerOptions: { ignoreTrailingSlash: true },

@@ -15,7 +15,7 @@ import type { OpenStreams } from './relay.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './sse/pipe.js';
 import { SseRewriter, type CursorTarget } from './sse/rewriter.js';
 import { retryWithin } from './retry.js';
-import type { IncarnationKind, JsonRpcId, Store } from './store/types.js';
+import type { EventBatch, IncarnationKind, JsonRpcId, Store } from './store/types.js';
 
 export interface StreamDeps {
   config: () => Config;
@@ -32,6 +32,8 @@ export interface Attachment {
   readonly incarnation: string;
   readonly owner: string;
   readonly attach: number;
+  /** Not recorded yet: the first batch of records creates the incarnation (see lazyIncarnation). */
+  readonly open?: EventBatch['open'];
 }
 
 export interface PipeRequest {
@@ -56,6 +58,17 @@ export class SseStreams {
     return { sessionId, incarnation, owner, attach: 1 };
   }
 
+  /**
+   * A POST stream's incarnation, recorded by its first batch of events rather than before the
+   * stream starts: one store round trip less per POST answered with SSE. Nothing else needs it
+   * earlier: a POST stream supersedes nothing, and a client can only resume it with a cursor,
+   * which it receives after the record (E5). A stream that never sends an event with an id is
+   * never recorded at all.
+   */
+  lazyIncarnation(sessionId: string, owner: string, pending: readonly JsonRpcId[]): Attachment {
+    return { sessionId, incarnation: newIncarnationId(), owner, attach: 1, open: { owner, kind: 'post', pending } };
+  }
+
   /** The cursors of an attachment: numbered by the codec, recorded in the store. */
   async cursors(at: Attachment): Promise<CursorTarget> {
     const codec = await this.deps.keys.codec();
@@ -65,21 +78,27 @@ export class SseStreams {
       codec,
       sessionId: at.sessionId,
       incarnation: at.incarnation,
+      // A POST has run on the replica: if its stream cannot be recorded at all, its answer still
+      // reaches the client, without cursors.
+      ...(at.open ? { unrecordedFallback: true } : {}),
       sink: {
-        record: (fromSeq, upstreamIds, responded) =>
-          // A store blip or failover holds the stream for a moment instead of ending it. Safe
-          // because recordEvents is idempotent: a batch that landed although its answer timed
-          // out is 'ok' again.
-          retryWithin(config.resumption.recordRetryMs, { firstMs: 50, maxMs: 1000 }, () =>
+        record: (fromSeq, upstreamIds, responded) => {
+          const first = at.open !== undefined && fromSeq === 1;
+          const write = () =>
             store.recordEvents(
               at.sessionId,
               at.incarnation,
-              { attach: at.attach, fromSeq, upstreamIds, responded },
+              { attach: at.attach, fromSeq, upstreamIds, responded, ...(first ? { open: at.open } : {}) },
               config.resumption.recordedEvents,
               config.sessions.idleTtlMs,
-            ),
-          isStoreError,
-          ),
+            );
+          // The batch that creates a lazy incarnation fails fast: its stream falls back to no cursors.
+          if (first) return write();
+          // A store blip or failover holds the stream for a moment instead of ending it. Safe
+          // because recordEvents is idempotent: a batch that landed although its answer timed
+          // out is 'ok' again.
+          return retryWithin(config.resumption.recordRetryMs, { firstMs: 50, maxMs: 1000 }, write, isStoreError);
+        },
       },
     };
   }

@@ -15,7 +15,7 @@ import type { Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { IncarnationView, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
-import { describeUpstreamError, discard, isAbort, isEventStream, isRefused, type UpstreamResponse } from '../upstream.js';
+import { describeUpstreamError, discard, isAbort, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type NewStreamReason } from './decide.js';
 import { outcomeUnknownError, REASON_HEADER, rejectBody, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
@@ -29,7 +29,7 @@ export interface ResumeKit {
   metrics: Metrics;
   logger: Logger;
   /** Sends the client's request to `replica`, minus its Last-Event-ID, plus `extra` headers. */
-  send(request: FastifyRequest, replica: ReplicaConfig, extra: Record<string, string>, signal: AbortSignal): Promise<UpstreamResponse>;
+  send(request: FastifyRequest, replica: ReplicaConfig, extra: Record<string, string>, signal: UpstreamAbort): Promise<UpstreamResponse>;
   answer(request: FastifyRequest, reply: FastifyReply, status: number, body: string, headers?: Record<string, string>): unknown;
   unavailable(request: FastifyRequest, reply: FastifyReply, why: string): unknown;
   sessionNotFound(request: FastifyRequest, reply: FastifyReply): unknown;
@@ -57,12 +57,13 @@ export function createResumption(kit: ResumeKit) {
     let view: IncarnationView | null = null;
     let decision: Decision;
     try {
-      session = await store.touchSession(sessionId, config.sessions.idleTtlMs);
+      // The cursor is decoded first, so that the session and the cursor's incarnation are read in
+      // one store round trip.
       const codec = await keys.codec();
       const cursor = codec.decode(lastEventId, sessionId);
-      if (session && cursor.kind === 'ok') {
-        view = await store.readIncarnation(sessionId, cursor.fields.incarnation, cursor.fields.seq);
-      }
+      const read = cursor.kind === 'ok' ? { incarnationId: cursor.fields.incarnation, afterSeq: cursor.fields.seq } : undefined;
+      ({ session, view } = await store.touchAndRead(sessionId, config.sessions.idleTtlMs, read));
+      if (!session) view = null;
       const ownerGone = !!session && (await fleet.ownerGone(session));
       if (session && ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
       decision = decide({ session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view });
@@ -108,18 +109,19 @@ export function createResumption(kit: ResumeKit) {
     let at: Attachment;
     let replay: { expected: readonly string[]; head: number };
     let response: UpstreamResponse;
-    const abort = new AbortController();
+    const abort = new UpstreamAbort();
     try {
-      const attach = await store.attachIncarnation(session.sessionId, decision.incarnation, config.sessions.idleTtlMs);
-      if (attach === null) return fallBack('unknown_stream');
-      at = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach };
       // The connection this one replaces may have recorded more events since the decision read
-      // the incarnation: from now on it cannot, so read again what the replay must contain.
-      const now = await store.readIncarnation(session.sessionId, decision.incarnation, decision.seq);
-      if (!now || now.at === undefined) return fallBack('unknown_stream');
+      // the incarnation: from the attach on it cannot, so the attach reads again what the replay
+      // must contain, in the same step.
+      const attached = await store.attachIncarnation(session.sessionId, decision.incarnation, config.sessions.idleTtlMs, decision.seq);
+      if (attached === null) return fallBack('unknown_stream');
+      at = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach: attached.attach };
+      const now = attached.view;
+      if (now.at === undefined) return fallBack('unknown_stream');
       if (now.after.some((id) => id === null)) return fallBack('gap');
       replay = { expected: now.after as string[], head: now.record.head };
-      response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort.signal);
+      response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort);
     } catch (err) {
       if (isStoreError(err)) return kit.unavailable(request, reply, 'the session store does not answer');
       if (isAbort(err)) return;
@@ -258,10 +260,10 @@ export function createResumption(kit: ResumeKit) {
    */
   async function openFreshStream(request: FastifyRequest, session: SessionRecord, owner: ReplicaConfig, res: ServerResponse) {
     for (let attempt = 1; ; attempt++) {
-      const abort = new AbortController();
+      const abort = new UpstreamAbort();
       let response: UpstreamResponse;
       try {
-        response = await kit.send(request, owner, {}, abort.signal);
+        response = await kit.send(request, owner, {}, abort);
       } catch (err) {
         if (isRefused(err)) {
           await fleet.reportRefused(owner.id);

@@ -45,6 +45,11 @@ export interface CursorTarget {
   sessionId: string;
   incarnation: string;
   sink: RecordSink;
+  /**
+   * When the store fails the stream's first batch, go on without cursors instead of ending (a
+   * POST's answer must reach the client; the stream is then simply not resumable).
+   */
+  unrecordedFallback?: boolean;
 }
 
 export interface RewriterOptions {
@@ -70,10 +75,12 @@ export class SseRewriter {
   #verified: number;
   #ended: EndReason | undefined;
   #issuer: CursorIssuer | undefined;
+  #cursors: CursorTarget | undefined;
 
   constructor(options: RewriterOptions) {
     this.#options = options;
     this.#head = options.head;
+    this.#cursors = options.cursors;
     this.#verified = options.verify ? 0 : Infinity;
     this.#parser = new SseParser((item) => this.#items.push(item), { maxEventBytes: options.maxEventBytes });
   }
@@ -151,7 +158,7 @@ export class SseRewriter {
         events++;
         continue;
       }
-      if (item.id && !this.#options.cursors) {
+      if (item.id && !this.#cursors) {
         parts.push(eventText({ ...item, id: undefined }));
       } else if (synthetic || item.id) {
         const seq = fromSeq + upstreamIds.length;
@@ -166,7 +173,12 @@ export class SseRewriter {
     }
 
     if (upstreamIds.length > 0) {
-      const result = await this.#options.cursors!.sink.record(fromSeq, upstreamIds, responded).catch(() => 'store_failed' as const);
+      const result = await this.#cursors!.sink.record(fromSeq, upstreamIds, responded).catch(() => 'store_failed' as const);
+      if (result === 'store_failed' && this.#head === this.#options.head && this.#cursors!.unrecordedFallback) {
+        // Nothing of this stream was recorded or sent with a cursor: it goes on without any.
+        this.#cursors = undefined;
+        return this.#emit(items, synthetic);
+      }
       if (result !== 'ok') {
         // Nothing of this batch may leave without its records: what came before it already did.
         this.#ended = result;
@@ -184,7 +196,7 @@ export class SseRewriter {
 
   #issue(seqs: readonly number[]): string[] {
     if (!this.#issuer) {
-      const { codec, sessionId, incarnation } = this.#options.cursors!;
+      const { codec, sessionId, incarnation } = this.#cursors!;
       this.#issuer = codec.issuer(sessionId, incarnation);
     }
     return this.#issuer.encode(seqs);

@@ -92,6 +92,63 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     return undefined;
   }
 
+  /** Records a new incarnation: open, attach 1, head 0, position 0 without an upstream id. */
+  function createIncarnation(
+    sessionId: string,
+    incarnationId: string,
+    fields: Pick<NewIncarnation, 'owner' | 'kind' | 'pending'>,
+    ttlMs: number,
+  ): IncarnationEntry {
+    const entry: IncarnationEntry = {
+      sessionId,
+      owner: fields.owner,
+      kind: fields.kind,
+      state: 'open',
+      head: 0,
+      base: 0,
+      attach: 1,
+      pending: [...(fields.pending ?? [])],
+      ids: [null],
+      expiresAt: now() + ttlMs,
+    };
+    incarnations.set(incarnationKey(sessionId, incarnationId), entry);
+    return entry;
+  }
+
+  /** touchSession's step, shared with touchAndRead. */
+  function touch(sessionId: string, idleTtlMs: number): SessionRecord | null {
+    const entry = live(sessionId);
+    if (entry === undefined) return null;
+    if (entry.record.state === 'active') entry.expiresAt = now() + idleTtlMs;
+    return entry.record;
+  }
+
+  /** readIncarnation's step, shared with touchAndRead. */
+  function readView(sessionId: string, incarnationId: string, afterSeq: number): IncarnationView | null {
+    const entry = liveIncarnation(sessionId, incarnationId);
+    return entry === undefined ? null : view(sessionId, incarnationId, entry, afterSeq);
+  }
+
+  /** A live incarnation as readIncarnation returns it, shared with attachIncarnation. */
+  function view(sessionId: string, incarnationId: string, entry: IncarnationEntry, afterSeq: number): IncarnationView {
+    const record: IncarnationRecord = Object.freeze({
+      id: incarnationId,
+      sessionId: entry.sessionId,
+      owner: entry.owner,
+      kind: entry.kind,
+      state: entry.state,
+      head: entry.head,
+      base: entry.base,
+      attach: entry.attach,
+      pending: Object.freeze([...entry.pending]),
+    });
+    const currentGet = live(sessionId)?.getInc;
+    const recorded = Number.isSafeInteger(afterSeq) && afterSeq >= entry.base && afterSeq <= entry.head;
+    if (!recorded) return { record, currentGet, after: [], at: undefined };
+    const index = afterSeq - entry.base;
+    return { record, currentGet, after: entry.ids.slice(index + 1), at: entry.ids[index] };
+  }
+
   /** Same failure surface as the Redis store: a closed store rejects every operation. */
   function open(op: string): void {
     if (closed) throw new StoreError(op, { cause: new Error('store is closed') });
@@ -117,10 +174,17 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
 
     async touchSession(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null> {
       open('touchSession');
-      const entry = live(sessionId);
-      if (entry === undefined) return null;
-      if (entry.record.state === 'active') entry.expiresAt = now() + idleTtlMs;
-      return entry.record;
+      return touch(sessionId, idleTtlMs);
+    },
+
+    async touchAndRead(
+      sessionId: string,
+      idleTtlMs: number,
+      read?: { incarnationId: string; afterSeq: number },
+    ): Promise<{ session: SessionRecord | null; view: IncarnationView | null }> {
+      open('touchAndRead');
+      const session = touch(sessionId, idleTtlMs);
+      return { session, view: read === undefined ? null : readView(sessionId, read.incarnationId, read.afterSeq) };
     },
 
     async endSession(sessionId: string, state: Exclude<SessionState, 'active'>, tombstoneTtlMs: number): Promise<void> {
@@ -151,36 +215,35 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       if (liveIncarnation(sessionId, id) !== undefined) {
         throw new StoreError('openIncarnation', { cause: new Error(`incarnation ${id} is already recorded`) });
       }
-      incarnations.set(incarnationKey(sessionId, id), {
-        sessionId,
-        owner: incarnation.owner,
-        kind: incarnation.kind,
-        state: 'open',
-        head: 0,
-        base: 0,
-        attach: 1,
-        pending: [...(incarnation.pending ?? [])],
-        ids: [null],
-        expiresAt: now() + ttlMs,
-      });
+      createIncarnation(sessionId, id, incarnation, ttlMs);
       if (incarnation.supersede) {
         const session = live(sessionId);
         if (session !== undefined) session.getInc = id;
       }
     },
 
-    async attachIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<number | null> {
+    async attachIncarnation(
+      sessionId: string,
+      incarnationId: string,
+      ttlMs: number,
+      afterSeq: number,
+    ): Promise<{ attach: number; view: IncarnationView } | null> {
       open('attachIncarnation');
       const entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined) return null;
       entry.attach += 1;
       entry.expiresAt = now() + ttlMs;
-      return entry.attach;
+      return { attach: entry.attach, view: view(sessionId, incarnationId, entry, afterSeq) };
     },
 
     async recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
       open('recordEvents');
-      const entry = liveIncarnation(sessionId, incarnationId);
+      if (batch.open !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
+        // Only the first batch of the first attachment may create its incarnation.
+        throw new StoreError('recordEvents', { cause: new Error('a batch with open must be attach 1 and fromSeq 1') });
+      }
+      let entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined && batch.open !== undefined) entry = createIncarnation(sessionId, incarnationId, batch.open, ttlMs);
       if (entry === undefined) return 'missing';
       // A closed incarnation promised that nothing follows; a stale writer must not break that.
       if (entry.state !== 'open' || batch.attach !== entry.attach) return 'stale';
@@ -203,24 +266,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
 
     async readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null> {
       open('readIncarnation');
-      const entry = liveIncarnation(sessionId, incarnationId);
-      if (entry === undefined) return null;
-      const record: IncarnationRecord = Object.freeze({
-        id: incarnationId,
-        sessionId: entry.sessionId,
-        owner: entry.owner,
-        kind: entry.kind,
-        state: entry.state,
-        head: entry.head,
-        base: entry.base,
-        attach: entry.attach,
-        pending: Object.freeze([...entry.pending]),
-      });
-      const currentGet = live(sessionId)?.getInc;
-      const recorded = Number.isSafeInteger(afterSeq) && afterSeq >= entry.base && afterSeq <= entry.head;
-      if (!recorded) return { record, currentGet, after: [], at: undefined };
-      const index = afterSeq - entry.base;
-      return { record, currentGet, after: entry.ids.slice(index + 1), at: entry.ids[index] };
+      return readView(sessionId, incarnationId, afterSeq);
     },
 
     async closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {

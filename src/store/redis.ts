@@ -47,12 +47,23 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 `;
 
+/**
+ * Lua shared by the scripts that touch a session: its fields in toRecord()'s order, extending an
+ * active one's idle TTL; false when there is none. The key is a parameter: it is not KEYS[1] in
+ * every script.
+ */
+const TOUCH_SESSION_FUNCTION_LUA = `
+local function touchSession(key, idleTtlMs)
+  local f = redis.call('HMGET', key, 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt')
+  if not f[1] then return false end
+  if f[4] == 'active' then redis.call('PEXPIRE', key, idleTtlMs) end
+  return f
+end
+`;
+
 /** Reads a session, extending an active one's idle TTL. KEYS: session. ARGV: idleTtlMs. */
-const TOUCH_SESSION_LUA = `
-local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt')
-if not f[1] then return false end
-if f[4] == 'active' then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return f
+const TOUCH_SESSION_LUA = `${TOUCH_SESSION_FUNCTION_LUA}
+return touchSession(KEYS[1], ARGV[1])
 `;
 
 /** Turns an active session into a tombstone; anything else stays as it is. KEYS: session. ARGV: state, tombstoneTtlMs. */
@@ -88,45 +99,79 @@ end
 `;
 
 /**
+ * Lua shared by the scripts that create an incarnation (KEYS[1], KEYS[2]), so that both create it
+ * alike: open, head 0, attach 1, position 0 with no upstream id. A positions list left without
+ * its record (an eviction) is dropped first.
+ */
+const CREATE_INCARNATION_LUA = `
+local function create(sessionId, owner, kind, pending, ttlMs)
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'sessionId', sessionId, 'owner', owner, 'kind', kind, 'state', 'open',
+    'head', 0, 'base', 0, 'attach', 1, 'pending', pending)
+  redis.call('RPUSH', KEYS[2], '')
+  redis.call('PEXPIRE', KEYS[1], ttlMs)
+  redis.call('PEXPIRE', KEYS[2], ttlMs)
+end
+`;
+
+/**
  * Creates an incarnation, and makes it the session's current GET when asked and the session
  * exists; refuses an id that is recorded already. KEYS: incarnation, positions, session.
  * ARGV: incarnationId, sessionId, owner, kind, pending (JSON), supersede ('1' or '0'), ttlMs.
  */
-const OPEN_INCARNATION_LUA = `
+const OPEN_INCARNATION_LUA = `${CREATE_INCARNATION_LUA}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'sessionId', ARGV[2], 'owner', ARGV[3], 'kind', ARGV[4], 'state', 'open',
-  'head', 0, 'base', 0, 'attach', 1, 'pending', ARGV[5])
-redis.call('RPUSH', KEYS[2], '')
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-redis.call('PEXPIRE', KEYS[2], ARGV[7])
+create(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7])
 if ARGV[6] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('HSET', KEYS[3], 'getInc', ARGV[1])
 end
 return 1
 `;
 
-/** Bumps and returns attach, extending the TTL; false when not recorded. KEYS: incarnation, positions. ARGV: ttlMs. */
-const ATTACH_INCARNATION_LUA = `${INCARNATION_LUA_PRELUDE}
+/**
+ * Lua shared by the scripts that read an incarnation (KEYS: incarnation, positions, session): the
+ * record, the session's current GET, and the upstream ids of positions afterSeq..head when
+ * afterSeq is recorded (none otherwise), as toView() parses them; false when not recorded.
+ */
+const READ_INCARNATION_FUNCTION_LUA = `${INCARNATION_LUA_PRELUDE}
+local function readIncarnation(afterSeq)
+  local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending')
+  local head, base = tonumber(m[5]), tonumber(m[6])
+  if not recorded(head, base) then return false end
+  local seq = tonumber(afterSeq)
+  local ids = {}
+  if seq >= base and seq <= head then ids = redis.call('LRANGE', KEYS[2], seq - base, -1) end
+  return { m, redis.call('HGET', KEYS[3], 'getInc'), ids }
+end
+`;
+
+/**
+ * Bumps attach, extending the TTL, and returns it with the incarnation read after the bump;
+ * false when not recorded. KEYS: incarnation, positions, session. ARGV: ttlMs, afterSeq.
+ */
+const ATTACH_INCARNATION_LUA = `${READ_INCARNATION_FUNCTION_LUA}
 local m = redis.call('HMGET', KEYS[1], 'head', 'base')
 if not recorded(tonumber(m[1]), tonumber(m[2])) then return false end
 local attach = redis.call('HINCRBY', KEYS[1], 'attach', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return attach
+return { attach, readIncarnation(ARGV[2]) }
 `;
 
 /**
  * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
- * requests, trims to maxPositions and extends the TTL. KEYS: incarnation, positions.
- * ARGV: attach, fromSeq, maxPositions, ttlMs, k, then k responded ids (each as JSON), then the
- * upstream ids ('' for null).
+ * requests, trims to maxPositions and extends the TTL; first creates the incarnation when asked to
+ * open it and it has no record (never superseding: the session key is not among KEYS).
+ * KEYS: incarnation, positions.
+ * ARGV: attach, fromSeq, maxPositions, ttlMs, open ('1' or '0'), then sessionId, owner, kind and
+ * pending (JSON) of the incarnation to open ('' each when open is '0'), then k, then k responded
+ * ids (each as JSON), then the upstream ids ('' for null).
  *
  * Pending ids are compared as the JSON text that JSON.stringify wrote, never decoded: cjson would
  * round large numbers, and 1 and "1" are different ids. The pending array is written by
  * JSON.stringify (no whitespace, strings and numbers only), which is what elements() splits.
  */
-const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}
+const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}
 local function elements(json)
   local out, i = {}, 2
   while i < #json do
@@ -147,11 +192,14 @@ local function elements(json)
   return out
 end
 
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+  create(ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
+end
 local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending')
 local head, base = tonumber(m[2]), tonumber(m[3])
 if not recorded(head, base) then return 'missing' end
-local k = tonumber(ARGV[5])
-local first = 6 + k
+local k = tonumber(ARGV[10])
+local first = 11 + k
 local from = tonumber(ARGV[2])
 if m[1] ~= 'open' or tonumber(m[4]) ~= tonumber(ARGV[1]) then return 'stale' end
 if from ~= head + 1 then
@@ -175,7 +223,7 @@ local pending = m[5]
 if k > 0 then
   local kept = elements(pending)
   -- One response settles one request (a multiset, like the requests themselves).
-  for r = 6, 5 + k do
+  for r = 11, first - 1 do
     for p = 1, #kept do
       if kept[p] == ARGV[r] then
         table.remove(kept, p)
@@ -197,19 +245,17 @@ redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 'ok'
 `;
 
+/** readIncarnation() (false when not recorded). KEYS: incarnation, positions, session. ARGV: afterSeq. */
+const READ_INCARNATION_LUA = `${READ_INCARNATION_FUNCTION_LUA}
+return readIncarnation(ARGV[1])
+`;
+
 /**
- * The record, the session's current GET, and the upstream ids of positions afterSeq..head when
- * afterSeq is recorded (none otherwise); false when the incarnation is not recorded.
- * KEYS: incarnation, positions, session. ARGV: afterSeq.
+ * touchSession() of the session, then readIncarnation(); each part false when there is nothing.
+ * KEYS: incarnation, positions, session. ARGV: idleTtlMs, afterSeq.
  */
-const READ_INCARNATION_LUA = `${INCARNATION_LUA_PRELUDE}
-local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending')
-local head, base = tonumber(m[5]), tonumber(m[6])
-if not recorded(head, base) then return false end
-local seq = tonumber(ARGV[1])
-local ids = {}
-if seq >= base and seq <= head then ids = redis.call('LRANGE', KEYS[2], seq - base, -1) end
-return { m, redis.call('HGET', KEYS[3], 'getInc'), ids }
+const TOUCH_AND_READ_LUA = `${TOUCH_SESSION_FUNCTION_LUA}${READ_INCARNATION_FUNCTION_LUA}
+return { touchSession(KEYS[3], ARGV[1]), readIncarnation(ARGV[2]) }
 `;
 
 /** Marks a recorded incarnation closed, leaving its TTL. KEYS: incarnation. */
@@ -236,16 +282,17 @@ type ScriptedClient = (Redis | Cluster) & Scripts;
 
 interface Scripts {
   gwBindSession(key: string, sessionId: string, owner: string, ownerEpoch: string, createdAt: number, idleTtlMs: number): Promise<number>;
-  gwTouchSession(key: string, idleTtlMs: number): Promise<(string | null)[] | null>;
+  gwTouchSession(key: string, idleTtlMs: number): Promise<unknown>;
   gwEndSession(key: string, state: string, tombstoneTtlMs: number): Promise<number>;
   gwRetireReplicaEpoch(key: string, replicaId: string, expected: string, next: string): Promise<string>;
   gwOpenIncarnation(
     incKey: string, posKey: string, session: string,
     incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number,
   ): Promise<number>;
-  gwAttachIncarnation(incKey: string, posKey: string, ttlMs: number): Promise<number | null>;
+  gwAttachIncarnation(incKey: string, posKey: string, session: string, ttlMs: number, afterSeq: number): Promise<unknown>;
   gwRecordEvents(incKey: string, posKey: string, ...args: (string | number)[]): Promise<string>;
   gwReadIncarnation(incKey: string, posKey: string, session: string, afterSeq: number): Promise<unknown>;
+  gwTouchAndRead(incKey: string, posKey: string, session: string, idleTtlMs: number, afterSeq: number): Promise<unknown>;
   gwCloseIncarnation(incKey: string): Promise<number>;
   gwTouchIncarnation(incKey: string, posKey: string, ttlMs: number): Promise<number>;
   gwAgreeSecret(key: string, candidate: string): Promise<string>;
@@ -426,9 +473,10 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   client.defineCommand('gwEndSession', { numberOfKeys: 1, lua: END_SESSION_LUA });
   client.defineCommand('gwRetireReplicaEpoch', { numberOfKeys: 1, lua: RETIRE_REPLICA_EPOCH_LUA });
   client.defineCommand('gwOpenIncarnation', { numberOfKeys: 3, lua: OPEN_INCARNATION_LUA });
-  client.defineCommand('gwAttachIncarnation', { numberOfKeys: 2, lua: ATTACH_INCARNATION_LUA });
+  client.defineCommand('gwAttachIncarnation', { numberOfKeys: 3, lua: ATTACH_INCARNATION_LUA });
   client.defineCommand('gwRecordEvents', { numberOfKeys: 2, lua: RECORD_EVENTS_LUA });
   client.defineCommand('gwReadIncarnation', { numberOfKeys: 3, lua: READ_INCARNATION_LUA });
+  client.defineCommand('gwTouchAndRead', { numberOfKeys: 3, lua: TOUCH_AND_READ_LUA });
   client.defineCommand('gwCloseIncarnation', { numberOfKeys: 1, lua: CLOSE_INCARNATION_LUA });
   client.defineCommand('gwTouchIncarnation', { numberOfKeys: 2, lua: TOUCH_INCARNATION_LUA });
   client.defineCommand('gwAgreeSecret', { numberOfKeys: 1, lua: AGREE_SECRET_LUA });
@@ -474,6 +522,11 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     positionsKey(opts.keyPrefix, sessionId, incarnationId),
   ];
 
+  async function touch(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null> {
+    const fields = await client.gwTouchSession(key(sessionId), idleTtlMs);
+    return fields === null ? null : toRecord(fields);
+  }
+
   return {
     kind: 'redis',
 
@@ -485,9 +538,22 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     touchSession(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null> {
-      return run('touchSession', async () => {
-        const fields = await client.gwTouchSession(key(sessionId), idleTtlMs);
-        return fields === null ? null : toRecord(fields);
+      return run('touchSession', () => touch(sessionId, idleTtlMs));
+    },
+
+    touchAndRead(
+      sessionId: string,
+      idleTtlMs: number,
+      read?: { incarnationId: string; afterSeq: number },
+    ): Promise<{ session: SessionRecord | null; view: IncarnationView | null }> {
+      return run('touchAndRead', async () => {
+        // Nothing to read: the touch script alone is the whole step.
+        if (read === undefined) return { session: await touch(sessionId, idleTtlMs), view: null };
+        const { incarnationId, afterSeq } = read;
+        const reply = await client.gwTouchAndRead(...incKeys(sessionId, incarnationId), key(sessionId), idleTtlMs, seqArgument(afterSeq));
+        if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`malformed touch and read reply: ${JSON.stringify(reply)}`);
+        const [fields, view] = reply as [unknown, unknown];
+        return { session: fields === null ? null : toRecord(fields), view: view === null ? null : toView(incarnationId, view) };
       });
     },
 
@@ -524,18 +590,36 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
-    attachIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<number | null> {
-      return run('attachIncarnation', () => client.gwAttachIncarnation(...incKeys(sessionId, incarnationId), ttlMs));
+    attachIncarnation(
+      sessionId: string,
+      incarnationId: string,
+      ttlMs: number,
+      afterSeq: number,
+    ): Promise<{ attach: number; view: IncarnationView } | null> {
+      return run('attachIncarnation', async () => {
+        const reply = await client.gwAttachIncarnation(...incKeys(sessionId, incarnationId), key(sessionId), ttlMs, seqArgument(afterSeq));
+        if (reply === null) return null;
+        if (!Array.isArray(reply) || reply.length !== 2 || !Number.isSafeInteger(reply[0])) {
+          throw new Error(`malformed attach reply: ${JSON.stringify(reply)}`);
+        }
+        return { attach: reply[0] as number, view: toView(incarnationId, reply[1]) };
+      });
     },
 
     recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
       return run('recordEvents', async () => {
+        const { open } = batch;
+        if (open !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
+          // Only the first batch of the first attachment may create its incarnation.
+          throw new Error('a batch with open must be attach 1 and fromSeq 1');
+        }
         const result = await client.gwRecordEvents(
           ...incKeys(sessionId, incarnationId),
           batch.attach,
           batch.fromSeq,
           Math.max(1, Math.floor(maxPositions)),
           ttlMs,
+          ...(open === undefined ? ['0', '', '', '', ''] : ['1', sessionId, open.owner, open.kind, JSON.stringify(open.pending)]),
           batch.responded.length,
           ...batch.responded.map((id) => JSON.stringify(id)),
           ...batch.upstreamIds.map((id) => id ?? ''),
@@ -547,9 +631,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null> {
       return run('readIncarnation', async () => {
-        // Anything but a safe integer is below every base: a position that is not recorded.
-        const seq = Number.isSafeInteger(afterSeq) ? afterSeq : -1;
-        const reply = await client.gwReadIncarnation(...incKeys(sessionId, incarnationId), key(sessionId), seq);
+        const reply = await client.gwReadIncarnation(...incKeys(sessionId, incarnationId), key(sessionId), seqArgument(afterSeq));
         return reply === null ? null : toView(incarnationId, reply);
       });
     },
@@ -590,12 +672,22 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   };
 }
 
+/** Anything but a safe integer is below every base: a position that is not recorded. */
+function seqArgument(afterSeq: number): number {
+  return Number.isSafeInteger(afterSeq) ? afterSeq : -1;
+}
+
 function isSessionState(state: string): state is SessionState {
   return state === 'active' || state === 'terminated' || state === 'lost';
 }
 
-/** The fields in TOUCH_SESSION_LUA's order; anything unexpected is a store failure, not a session. */
-function toRecord(fields: (string | null)[]): SessionRecord {
+/** HMGET's reply: null for a field the hash does not have. */
+const isFieldArray = (value: unknown): value is (string | null)[] =>
+  Array.isArray(value) && value.every((v) => v === null || typeof v === 'string');
+
+/** The fields in the order touchSession() (Lua) reads them; anything unexpected is a store failure, not a session. */
+function toRecord(fields: unknown): SessionRecord {
+  if (!isFieldArray(fields)) throw new Error(`malformed session record: ${JSON.stringify(fields)}`);
   const [sessionId, owner, ownerEpoch, state, createdAt] = fields;
   const created = Number(createdAt);
   if (
@@ -614,7 +706,7 @@ function toRecord(fields: (string | null)[]): SessionRecord {
 const isJsonRpcId = (id: unknown): id is JsonRpcId => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
 const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
 
-/** READ_INCARNATION_LUA's reply; anything unexpected is a store failure, not an incarnation. */
+/** The reply of readIncarnation() (Lua); anything unexpected is a store failure, not an incarnation. */
 function toView(id: string, reply: unknown): IncarnationView {
   if (!Array.isArray(reply) || reply.length !== 3) throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
   const [fields, currentGet, ids] = reply as [unknown, unknown, unknown];

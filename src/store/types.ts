@@ -75,6 +75,12 @@ export interface EventBatch {
   readonly upstreamIds: readonly (string | null)[];
   /** Request ids whose responses are in this batch. */
   readonly responded: readonly JsonRpcId[];
+  /**
+   * Creates the incarnation when it is not recorded yet, in the same atomic step as the batch
+   * (a stream whose incarnation need not exist before its first event: POST streams). Only with
+   * attach 1 and fromSeq 1. Never supersedes anything.
+   */
+  readonly open?: { readonly owner: string; readonly kind: IncarnationKind; readonly pending: readonly JsonRpcId[] };
 }
 
 export type RecordResult = 'ok' | 'stale' | 'missing';
@@ -106,6 +112,16 @@ export interface Store {
   touchSession(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null>;
 
   /**
+   * touchSession and, when an incarnation is named, readIncarnation of it in the same atomic step
+   * (one round trip for a resumption's decision). The view is read whatever the session's state.
+   */
+  touchAndRead(
+    sessionId: string,
+    idleTtlMs: number,
+    read?: { incarnationId: string; afterSeq: number },
+  ): Promise<{ session: SessionRecord | null; view: IncarnationView | null }>;
+
+  /**
    * Ends a session. The record stays as a tombstone, with `state`, for `tombstoneTtlMs`, so that
    * a late request can be told why. Ending an unknown session does nothing; ending an ended one
    * keeps its first state (a session lost stays lost even if the client then sends DELETE).
@@ -129,10 +145,16 @@ export interface Store {
   openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void>;
 
   /**
-   * A continuation attaches a new connection to an incarnation: bumps and returns `attach`, so
-   * that batches from the previous connection are refused from now on. Null when not recorded.
+   * A continuation attaches a new connection to an incarnation: bumps `attach`, so that batches
+   * from the previous connection are refused from now on, and returns it with the incarnation as
+   * it stands after the bump (positions after `afterSeq`), in one atomic step. Null when not recorded.
    */
-  attachIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<number | null>;
+  attachIncarnation(
+    sessionId: string,
+    incarnationId: string,
+    ttlMs: number,
+    afterSeq: number,
+  ): Promise<{ attach: number; view: IncarnationView } | null>;
 
   /**
    * Appends a batch of positions atomically: only when `attach` is current and `fromSeq` is
@@ -140,6 +162,11 @@ export interface Store {
    * incarnation's TTL. 'stale': another attachment or a lost race; 'missing': not recorded.
    * Idempotent: a batch that already landed (the same ids at the same positions, for the current
    * attachment) is 'ok' again, so that a write retried after a timeout does not end its stream.
+   * With `batch.open`, an incarnation that has no record at all is first created as openIncarnation
+   * would without supersede, in the same atomic step (one round trip instead of two); for any other
+   * the batch is handled as without `open` (a retry of the first batch is 'ok'; a closed, stale or
+   * half-evicted incarnation is never recreated). A batch with `open` must be attach 1 and fromSeq
+   * 1: any other is refused with a StoreError before the store is touched.
    */
   recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult>;
 

@@ -51,10 +51,14 @@ t.test('redis cluster: sessions spread over every master, and every script runs 
     const sessionId = `s${i}`;
     t.equal(await store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, 60_000), true);
     await store.openIncarnation({ id: 'g1', sessionId, owner: 'r1', kind: 'get', supersede: true }, 60_000);
-    t.equal(await store.attachIncarnation(sessionId, 'g1', 60_000), 2);
+    t.match(await store.attachIncarnation(sessionId, 'g1', 60_000, 0), { attach: 2, view: { record: { head: 0 }, currentGet: 'g1', at: null } });
     t.equal(await store.recordEvents(sessionId, 'g1', { attach: 2, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 60_000), 'ok');
     await store.touchIncarnation(sessionId, 'g1', 60_000);
     t.match(await store.readIncarnation(sessionId, 'g1', 0), { record: { head: 1 }, currentGet: 'g1', after: ['u1'] });
+    t.match(await store.touchAndRead(sessionId, 60_000, { incarnationId: 'g1', afterSeq: 0 }), {
+      session: { sessionId, state: 'active' },
+      view: { record: { head: 1 }, currentGet: 'g1', after: ['u1'] },
+    });
     await store.closeIncarnation(sessionId, 'g1');
     await store.endSession(sessionId, 'terminated', 60_000);
   }

@@ -5,7 +5,7 @@
  */
 
 import type { Test } from 'tap';
-import type { EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, Store } from '../../src/store/types.js';
+import type { EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, SessionState, Store } from '../../src/store/types.js';
 
 export interface StoreHarness {
   readonly store: Store;
@@ -214,11 +214,23 @@ const incarnation = (
   pending: opts.pending ?? [],
 });
 
-const batch = (fromSeq: number, upstreamIds: (string | null)[], opts: { attach?: number; responded?: JsonRpcId[] } = {}): EventBatch => ({
+const batch = (
+  fromSeq: number,
+  upstreamIds: (string | null)[],
+  opts: { attach?: number; responded?: JsonRpcId[]; open?: EventBatch['open'] } = {},
+): EventBatch => ({
   attach: opts.attach ?? 1,
   fromSeq,
   upstreamIds,
   responded: opts.responded ?? [],
+  ...(opts.open === undefined ? {} : { open: opts.open }),
+});
+
+/** What a first batch that opens a POST stream carries. */
+const opening = (opts: { owner?: string; kind?: IncarnationKind; pending?: JsonRpcId[] } = {}): EventBatch['open'] => ({
+  owner: opts.owner ?? 'r1',
+  kind: opts.kind ?? 'post',
+  pending: opts.pending ?? [],
 });
 
 /** The incarnation registry (CONTRACT.md §4, §5): what a resumption decides on. */
@@ -227,6 +239,8 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
   const record = (store: Store, id: string, b: EventBatch, maxPositions = MANY_POSITIONS, sessionId = 's1') =>
     store.recordEvents(sessionId, id, b, maxPositions, LONG_TTL_MS);
   const read = (store: Store, id: string, afterSeq = 0, sessionId = 's1') => store.readIncarnation(sessionId, id, afterSeq);
+  const attach = async (store: Store, id: string, afterSeq = 0, sessionId = 's1') =>
+    (await store.attachIncarnation(sessionId, id, LONG_TTL_MS, afterSeq))?.attach ?? null;
 
   test('incarnations: open then read', async (t, h) => {
     await bind(h);
@@ -333,11 +347,11 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
     t.equal(await record(h.store, 'g1', batch(1, ['u1'])), 'ok');
     const other = await h.peer();
-    t.equal(await other.attachIncarnation('s1', 'g1', LONG_TTL_MS), 2, 'a continuation attaches');
+    t.equal(await attach(other, 'g1'), 2, 'a continuation attaches');
     t.equal(await record(h.store, 'g1', batch(2, ['old'], { attach: 1 })), 'stale', 'the previous connection is refused');
     t.equal(await record(h.store, 'g1', batch(2, ['future'], { attach: 3 })), 'stale', 'an attachment not yet issued too');
     t.equal(await record(other, 'g1', batch(2, ['new'], { attach: 2 })), 'ok');
-    t.equal(await h.store.attachIncarnation('s1', 'g1', LONG_TTL_MS), 3);
+    t.equal(await attach(h.store, 'g1'), 3);
     t.equal(await record(other, 'g1', batch(3, ['x'], { attach: 2 })), 'stale');
     const view = await read(h.store, 'g1', 0);
     t.match(view?.record, { head: 2, attach: 3 });
@@ -379,6 +393,129 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     const view = await read(h.store, 'g1', 0);
     t.match(view?.record, { head: 2 });
     t.same(view?.after, [`w${winner}-a`, `w${winner}-b`], "the winner's batch, whole");
+  });
+
+  test('incarnations: a first batch with open creates the incarnation', async (t, h) => {
+    await bind(h);
+    const open = opening({ owner: 'replica-b', pending: [1, '1', 'req-x', 1] });
+    t.equal(await read(h.store, 'p1'), null, 'not recorded before');
+    t.equal(await record(h.store, 'p1', batch(1, ['u1', null], { open, responded: ['1', 1] })), 'ok');
+    const view = await read(h.store, 'p1');
+    t.same(view, {
+      record: { id: 'p1', sessionId: 's1', owner: 'replica-b', kind: 'post', state: 'open', head: 2, base: 0, attach: 1, pending: ['req-x', 1] },
+      currentGet: undefined,
+      after: ['u1', null],
+      at: null,
+    });
+    t.strictSame(view?.record.pending, ['req-x', 1], 'each responded id settled one pending, 1 and "1" apart');
+    const other = await h.peer();
+    t.equal(await record(other, 'p1', batch(3, ['u3'], { responded: [1, 1, 'req-x'] })), 'ok', 'the next batch follows without open');
+    t.match((await read(other, 'p1', 2))?.record, { head: 3, pending: [] });
+    t.same((await read(other, 'p1', 2))?.after, ['u3']);
+
+    t.equal(await record(h.store, 'p-empty', batch(1, [], { open: opening({ kind: 'get', pending: [5] }) })), 'ok', 'an empty first batch');
+    t.match((await read(h.store, 'p-empty'))?.record, { kind: 'get', head: 0, base: 0, attach: 1, pending: [5] }, 'creates it at head 0');
+    t.equal(await record(h.store, 'p-empty', batch(1, ['u1'])), 'ok', 'and its first event is still seq 1');
+  });
+
+  test('incarnations: one created by open lives for ttlMs, like one opened', async (t, h) => {
+    t.equal(await h.store.recordEvents('s1', 'short', batch(1, ['u1'], { open: opening() }), MANY_POSITIONS, h.shortTtlMs), 'ok');
+    t.equal(await h.store.recordEvents('s1', 'long', batch(1, ['u1'], { open: opening() }), MANY_POSITIONS, LONG_TTL_MS), 'ok');
+    t.not(await read(h.store, 'short'), null, 'recorded at first');
+    await tickUntil(t, h, 'incarnation created with a short TTL expires', async () => (await read(h.store, 'short')) === null);
+    t.match((await read(h.store, 'long'))?.record, { head: 1 }, 'the one created with a long TTL lives on');
+  });
+
+  test('incarnations: a first batch with open retried after it landed is ok and records nothing twice', async (t, h) => {
+    const first = batch(1, ['a', 'b'], { open: opening({ pending: [1, 1, 2] }), responded: [1] });
+    t.equal(await record(h.store, 'p1', first), 'ok');
+    t.equal(await record(h.store, 'p1', first), 'ok', 'a retry');
+    let view = await read(h.store, 'p1');
+    t.match(view?.record, { head: 2, attach: 1 });
+    t.same(view?.after, ['a', 'b'], 'its events once');
+    t.strictSame(view?.record.pending, [1, 2], 'its response settled one request, once');
+    t.equal(await record(h.store, 'p1', batch(3, ['c'])), 'ok');
+    t.equal(await record(h.store, 'p1', first), 'ok', 'a retry that arrives after the next batch');
+    view = await read(h.store, 'p1');
+    t.match(view?.record, { head: 3 });
+    t.same(view?.after, ['a', 'b', 'c']);
+    t.strictSame(view?.record.pending, [1, 2]);
+  });
+
+  test('incarnations: another first batch with open after one landed is stale and changes nothing', async (t, h) => {
+    t.equal(await record(h.store, 'p1', batch(1, ['a'], { open: opening({ owner: 'first', pending: [1, 2] }) })), 'ok');
+    const other = await h.peer();
+    const second = batch(1, ['x'], { open: opening({ owner: 'second', kind: 'get', pending: [9] }), responded: [1] });
+    t.equal(await record(other, 'p1', second), 'stale');
+    const view = await read(h.store, 'p1');
+    t.match(view?.record, { owner: 'first', kind: 'post', head: 1 });
+    t.strictSame(view?.record.pending, [1, 2], 'the refused batch settled nothing');
+    t.same(view?.after, ['a']);
+  });
+
+  test('incarnations: writers racing to open the same incarnation: exactly one wins', async (t, h) => {
+    const stores = [h.store, await h.peer(), h.store, await h.peer()];
+    const results = await Promise.all(
+      stores.map((store, i) => record(store, 'p1', batch(1, [`w${i}`], { open: opening({ owner: `o${i}` }) }))),
+    );
+    t.equal(results.filter((r) => r === 'ok').length, 1, `one ok (${results.join(', ')})`);
+    t.equal(results.filter((r) => r === 'stale').length, stores.length - 1, 'the others are stale');
+    const winner = results.indexOf('ok');
+    const view = await read(h.store, 'p1');
+    t.match(view?.record, { owner: `o${winner}`, head: 1 });
+    t.same(view?.after, [`w${winner}`], "the winner's batch, alone");
+  });
+
+  test('incarnations: open on a recorded incarnation records as without it', async (t, h) => {
+    await h.store.openIncarnation(incarnation('p1', { kind: 'post', owner: 'opened', pending: [1, 2] }), LONG_TTL_MS);
+    const open = opening({ owner: 'other', kind: 'get', pending: [9] });
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { open, responded: [1] })), 'ok');
+    const view = await read(h.store, 'p1');
+    t.match(view?.record, { owner: 'opened', kind: 'post', head: 1, attach: 1 }, 'owner and kind are the recorded ones');
+    t.strictSame(view?.record.pending, [2], 'pending is the recorded one, settled as usual');
+    t.same(view?.after, ['u1']);
+
+    t.equal(await attach(h.store, 'p1'), 2);
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { open })), 'stale', 'a batch of a stale attachment, even one that landed');
+    t.equal(await record(h.store, 'p1', batch(2, ['u2'], { attach: 2 })), 'ok');
+    await h.store.closeIncarnation('s1', 'p1');
+    t.equal(await record(h.store, 'p-closed', batch(1, ['u1'], { open })), 'ok');
+    await h.store.closeIncarnation('s1', 'p-closed');
+    t.equal(await record(h.store, 'p-closed', batch(1, ['u1'], { open })), 'stale', 'a closed incarnation is never reopened');
+    t.match((await read(h.store, 'p-closed'))?.record, { state: 'closed', head: 1, attach: 1 });
+    t.match((await read(h.store, 'p1'))?.record, { state: 'closed', head: 2, attach: 2 }, 'nothing changed');
+  });
+
+  test('incarnations: open never changes the current GET', async (t, h) => {
+    await bind(h, 's1');
+    await h.store.openIncarnation(incarnation('g1', { sessionId: 's1', supersede: true }), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g2', batch(1, ['u1'], { open: opening({ kind: 'get' }) })), 'ok');
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { open: opening({ kind: 'post' }) })), 'ok');
+    t.equal((await read(h.store, 'g2'))?.currentGet, 'g1', 'a GET created by open does not supersede');
+    t.equal((await read(h.store, 'g1'))?.currentGet, 'g1');
+
+    await bind(h, 's2');
+    t.equal(await record(h.store, 'g3', batch(1, ['u1'], { open: opening({ kind: 'get' }) }), MANY_POSITIONS, 's2'), 'ok');
+    t.equal((await read(h.store, 'g3', 0, 's2'))?.currentGet, undefined, 'nor becomes the first current GET');
+
+    t.equal(await record(h.store, 'g4', batch(1, ['u1'], { open: opening({ kind: 'get' }) }), MANY_POSITIONS, 'unbound'), 'ok');
+    t.match((await read(h.store, 'g4', 0, 'unbound'))?.record, { sessionId: 'unbound', head: 1 }, 'no session needed');
+    t.equal(await h.store.touchSession('unbound', LONG_TTL_MS), null, 'and none is created');
+  });
+
+  test('incarnations: open with another attach or fromSeq than 1 is refused', async (t, h) => {
+    for (const [attach, fromSeq] of [[2, 1], [1, 2], [2, 2]] as const) {
+      const refused = batch(fromSeq, ['u1'], { attach, open: opening() });
+      await t.rejects(record(h.store, 'p-new', refused), { name: 'StoreError', op: 'recordEvents' }, `attach ${attach}, fromSeq ${fromSeq}`);
+    }
+    t.equal(await read(h.store, 'p-new'), null, 'nothing created');
+
+    await h.store.openIncarnation(incarnation('p1', { kind: 'post' }), LONG_TTL_MS);
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'])), 'ok');
+    t.equal(await attach(h.store, 'p1'), 2);
+    await t.rejects(record(h.store, 'p1', batch(2, ['u2'], { attach: 2, open: opening() })), { name: 'StoreError', op: 'recordEvents' });
+    t.match((await read(h.store, 'p1'))?.record, { head: 1 }, 'nothing recorded, though the same batch without open would be');
+    t.equal(await record(h.store, 'p1', batch(2, ['u2'], { attach: 2 })), 'ok');
   });
 
   test('incarnations: responded requests leave pending, ids compared exactly', async (t, h) => {
@@ -457,7 +594,7 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
   test('incarnations: one that is not recorded is missing everywhere', async (t, h) => {
     await bind(h);
     t.equal(await read(h.store, 'nope'), null);
-    t.equal(await h.store.attachIncarnation('s1', 'nope', LONG_TTL_MS), null);
+    t.equal(await h.store.attachIncarnation('s1', 'nope', LONG_TTL_MS, 0), null);
     t.equal(await record(h.store, 'nope', batch(1, ['u1'])), 'missing');
     await h.store.closeIncarnation('s1', 'nope');
     await h.store.touchIncarnation('s1', 'nope', LONG_TTL_MS);
@@ -472,13 +609,13 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
       await h.store.touchIncarnation('s1', 'touched', h.shortTtlMs);
       t.equal(await h.store.recordEvents('s1', 'recorded', batch(seq, [`u${seq}`]), MANY_POSITIONS, h.shortTtlMs), 'ok');
       seq++;
-      t.not(await h.store.attachIncarnation('s1', 'attached', h.shortTtlMs), null);
+      t.not(await h.store.attachIncarnation('s1', 'attached', h.shortTtlMs, 0), null);
       return (await read(h.store, 'idle')) === null;
     });
     for (const id of ids.slice(1)) t.not(await read(h.store, id), null, `${id} lives on`);
     t.equal((await read(h.store, 'recorded', 1))?.at, 'u1', 'with its positions');
     t.equal(await record(h.store, 'idle', batch(1, ['late'])), 'missing', 'an expired one takes no events');
-    t.equal(await h.store.attachIncarnation('s1', 'idle', LONG_TTL_MS), null);
+    t.equal(await h.store.attachIncarnation('s1', 'idle', LONG_TTL_MS, 0), null);
   });
 
   test('incarnations: a touch sets the TTL to the given value; close and read leave it', async (t, h) => {
@@ -521,6 +658,167 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     }
   });
 
+  test("touchAndRead: what touchSession then readIncarnation return, whatever the session's state", async (t, h) => {
+    const sessions: [string, SessionState | undefined][] = [['s-active', 'active'], ['s-ended', 'lost'], ['s-unknown', undefined]];
+    for (const [sessionId, state] of sessions) {
+      if (state !== undefined) await bind(h, sessionId);
+      await h.store.openIncarnation(incarnation('g1', { sessionId }), LONG_TTL_MS);
+      for (let seq = 1; seq <= 5; seq++) t.equal(await record(h.store, 'g1', batch(seq, [`${sessionId}-u${seq}`]), 3, sessionId), 'ok');
+    }
+    await h.store.openIncarnation(incarnation('p1', { sessionId: 's-active', kind: 'post', pending: [1, '1', 'x'] }), LONG_TTL_MS);
+    await h.store.endSession('s-ended', 'lost', LONG_TTL_MS);
+
+    /** touchAndRead, checked against touchSession then readIncarnation right after it. */
+    const both = async (sessionId: string, read?: { incarnationId: string; afterSeq: number }) => {
+      const together = await h.store.touchAndRead(sessionId, LONG_TTL_MS, read);
+      const session = await h.store.touchSession(sessionId, LONG_TTL_MS);
+      const view = read === undefined ? null : await h.store.readIncarnation(sessionId, read.incarnationId, read.afterSeq);
+      t.same(together, { session, view }, `${sessionId} ${JSON.stringify(read)}: as touchSession then readIncarnation`);
+      return together;
+    };
+    // base 3, head 5: [afterSeq, at, after], each upstream id without its session prefix.
+    const positions: [number, string | undefined, string[]][] = [
+      [4, 'u4', ['u5']],
+      [3, 'u3', ['u4', 'u5']],
+      [5, 'u5', []],
+      [2, undefined, []],
+      [0, undefined, []],
+      [6, undefined, []],
+      [2.5, undefined, []],
+    ];
+    for (const [sessionId, state] of sessions) {
+      const sessionIs = (actual: unknown, what: string) =>
+        state === undefined ? t.equal(actual, null, `${what}: no session`) : t.match(actual, { sessionId, owner: 'r1', ownerEpoch: 'e1', state }, what);
+
+      const bare = await both(sessionId);
+      sessionIs(bare.session, `${sessionId} without read`);
+      t.equal(bare.view, null, 'nothing named, nothing read');
+
+      for (const [afterSeq, at, after] of positions) {
+        const { session, view } = await both(sessionId, { incarnationId: 'g1', afterSeq });
+        const what = `${sessionId} after ${afterSeq}`;
+        sessionIs(session, what);
+        t.match(view?.record, { id: 'g1', sessionId, kind: 'get', state: 'open', head: 5, base: 3, attach: 1 }, what);
+        t.equal(view?.currentGet, state === undefined ? undefined : 'g1', `${what}: the current GET, named by the session record or its tombstone`);
+        t.equal(view?.at, at === undefined ? undefined : `${sessionId}-${at}`, `${what}: at`);
+        t.same(view?.after, after.map((id) => `${sessionId}-${id}`), `${what}: after`);
+      }
+
+      const post = await both(sessionId, { incarnationId: 'p1', afterSeq: 0 });
+      sessionIs(post.session, `${sessionId}, p1`);
+      if (sessionId === 's-active') {
+        t.match(post.view?.record, { id: 'p1', kind: 'post', head: 0 });
+        t.strictSame(post.view?.record.pending, [1, '1', 'x']);
+        t.equal(post.view?.at, null, 'position 0, no upstream id');
+      } else {
+        t.equal(post.view, null, `${sessionId}: an incarnation of another session is not found`);
+      }
+      t.equal((await both(sessionId, { incarnationId: 'nope', afterSeq: 0 })).view, null, `${sessionId}: unknown incarnation`);
+    }
+  });
+
+  test('touchAndRead: extends an active session like touchSession, neither a tombstone nor the incarnation', async (t, h) => {
+    const rebound = async (sessionId: string) => h.store.bindSession({ sessionId, owner: 'rebound', ownerEpoch: 'e1' }, LONG_TTL_MS);
+    for (const sessionId of ['read', 'bare', 'control', 'ended']) {
+      await h.store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, h.shortTtlMs);
+    }
+    await h.store.endSession('ended', 'terminated', h.shortTtlMs);
+    await h.store.openIncarnation(incarnation('g1', { sessionId: 'read' }), h.shortTtlMs);
+    await h.store.openIncarnation(incarnation('g1', { sessionId: 'ended' }), LONG_TTL_MS);
+    t.match((await h.store.touchAndRead('bare', LONG_TTL_MS)).session, { state: 'active' });
+    const g1 = { incarnationId: 'g1', afterSeq: 0 };
+    // Read with a long TTL on every tick: neither the incarnation nor the tombstone may live on.
+    await tickUntil(t, h, 'the incarnation and the tombstone expire', async () => {
+      const read = await h.store.touchAndRead('read', LONG_TTL_MS, g1);
+      t.match(read.session, { state: 'active' });
+      const ended = await h.store.touchAndRead('ended', LONG_TTL_MS, g1);
+      t.not(ended.view, null, "the tombstone's incarnation is read");
+      return read.view === null && ended.session === null;
+    });
+    await tickUntil(t, h, 'the control session expires', async () => rebound('control'));
+    t.match(await h.store.touchSession('read', LONG_TTL_MS), { owner: 'r1', state: 'active' }, 'outlives the TTL it was bound with');
+    t.match(await h.store.touchSession('bare', LONG_TTL_MS), { owner: 'r1', state: 'active' }, 'without read too');
+    t.equal(await rebound('ended'), true, 'the tombstone is gone');
+  });
+
+  test('touchAndRead: session ids with braces and the like', async (t, h) => {
+    for (const [i, sessionId] of ODD_IDS.entries()) {
+      await bind(h, sessionId);
+      await h.store.openIncarnation(incarnation('{x}y', { sessionId, owner: `o${i}` }), LONG_TTL_MS);
+      t.equal(await record(h.store, '{x}y', batch(1, [`u${i}`]), MANY_POSITIONS, sessionId), 'ok');
+    }
+    for (const [i, sessionId] of ODD_IDS.entries()) {
+      const { session, view } = await h.store.touchAndRead(sessionId, LONG_TTL_MS, { incarnationId: '{x}y', afterSeq: 0 });
+      t.match(session, { sessionId, state: 'active' }, sessionId.slice(0, 20));
+      t.match(view, { record: { id: '{x}y', sessionId, owner: `o${i}` }, currentGet: '{x}y', after: [`u${i}`] });
+      const attached = await h.store.attachIncarnation(sessionId, '{x}y', LONG_TTL_MS, 1);
+      t.match(attached, { attach: 2, view: { record: { sessionId, owner: `o${i}`, attach: 2 }, currentGet: '{x}y', at: `u${i}`, after: [] } });
+    }
+  });
+
+  test('incarnations: attach returns the new attachment and the incarnation after it', async (t, h) => {
+    await bind(h);
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1', 'u2'])), 'ok');
+    const decided = await h.store.touchAndRead('s1', LONG_TTL_MS, { incarnationId: 'g1', afterSeq: 1 });
+    t.same(decided.view?.after, ['u2'], 'what the decision read');
+    t.equal(await record(h.store, 'g1', batch(3, ['u3', null])), 'ok', 'the connection being replaced records more');
+
+    const other = await h.peer();
+    const first = await other.attachIncarnation('s1', 'g1', LONG_TTL_MS, 1);
+    t.same(first, {
+      attach: 2,
+      view: {
+        record: { id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', state: 'open', head: 4, base: 0, attach: 2, pending: [] },
+        currentGet: 'g1',
+        at: 'u1',
+        after: ['u2', 'u3', null],
+      },
+    }, 'the events recorded since the decision are in the view');
+    t.same(first?.view, await read(h.store, 'g1', 1), 'as readIncarnation reads it afterwards');
+    t.equal(await record(h.store, 'g1', batch(5, ['late'])), 'stale', 'the replaced connection records nothing more');
+    t.equal(await record(other, 'g1', batch(5, ['u5', 'u6'], { attach: 2 }), 3), 'ok', 'the new one does (base 4)');
+
+    const cases: [number, string | null | undefined, (string | null)[]][] = [
+      [4, null, ['u5', 'u6']],
+      [6, 'u6', []],
+      [3, undefined, []],
+      [7, undefined, []],
+      [4.5, undefined, []],
+    ];
+    let expected = 2;
+    for (const [afterSeq, at, after] of cases) {
+      const attached = await h.store.attachIncarnation('s1', 'g1', LONG_TTL_MS, afterSeq);
+      expected++;
+      t.equal(attached?.attach, expected, `after ${afterSeq}: the attachment is bumped`);
+      t.match(attached?.view.record, { head: 6, base: 4, attach: expected }, `after ${afterSeq}: the record as bumped`);
+      t.equal(attached?.view.at, at, `after ${afterSeq}: at`);
+      t.same(attached?.view.after, after, `after ${afterSeq}: after`);
+      t.equal(await record(other, 'g1', batch(7, ['x'], { attach: expected - 1 })), 'stale', `after ${afterSeq}: the previous attachment is refused`);
+    }
+
+    t.equal(await h.store.attachIncarnation('s1', 'nope', LONG_TTL_MS, 0), null, 'an unknown incarnation');
+    t.equal(await h.store.attachIncarnation('s2', 'g1', LONG_TTL_MS, 0), null, 'an incarnation of another session');
+    t.match((await read(h.store, 'g1'))?.record, { head: 6, attach: expected }, 'neither bumped anything');
+
+    await h.store.openIncarnation(incarnation('p1', { kind: 'post', pending: [1, '1'] }), LONG_TTL_MS);
+    await h.store.closeIncarnation('s1', 'p1');
+    const post = await h.store.attachIncarnation('s1', 'p1', LONG_TTL_MS, 0);
+    t.match(post, { attach: 2, view: { record: { kind: 'post', state: 'closed', attach: 2 }, currentGet: 'g1', at: null, after: [] } });
+    t.strictSame(post?.view.record.pending, [1, '1']);
+  });
+
+  test('incarnations: racing attachments each get their own, with the view after their own bump', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1'])), 'ok');
+    const stores = [h.store, await h.peer(), h.store, await h.peer()];
+    const results = await Promise.all(stores.map((store) => store.attachIncarnation('s1', 'g1', LONG_TTL_MS, 0)));
+    t.same(results.map((r) => r?.attach).sort(), [2, 3, 4, 5], 'each a different attachment');
+    for (const r of results) t.equal(r?.view.record.attach, r?.attach, `attachment ${r?.attach} reads itself`);
+    t.equal(await record(h.store, 'g1', batch(2, ['u2'], { attach: 4 })), 'stale');
+    t.equal(await record(h.store, 'g1', batch(2, ['u2'], { attach: 5 })), 'ok', 'only the last one records');
+  });
+
   test('agreeSecret: the first candidate wins for good', async (t, h) => {
     t.equal(await h.store.agreeSecret('first-candidate'), 'first-candidate');
     t.equal(await h.store.agreeSecret('second-candidate'), 'first-candidate');
@@ -543,11 +841,12 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
   return [
     ['bindSession', () => store.bindSession({ sessionId: 'op-s', owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS)],
     ['touchSession', () => store.touchSession('op-s', LONG_TTL_MS)],
+    ['touchAndRead', () => store.touchAndRead('op-s', LONG_TTL_MS, { incarnationId: 'op-i', afterSeq: 0 })],
     ['endSession', () => store.endSession('op-s', 'terminated', LONG_TTL_MS)],
     ['replicaEpochs', () => store.replicaEpochs()],
     ['retireReplicaEpoch', () => store.retireReplicaEpoch('op-r', '', 'e1')],
     ['openIncarnation', () => store.openIncarnation(incarnation('op-i', { sessionId: 'op-s' }), LONG_TTL_MS)],
-    ['attachIncarnation', () => store.attachIncarnation('op-s', 'op-i', LONG_TTL_MS)],
+    ['attachIncarnation', () => store.attachIncarnation('op-s', 'op-i', LONG_TTL_MS, 0)],
     ['recordEvents', () => store.recordEvents('op-s', 'op-i', batch(1, ['u1']), MANY_POSITIONS, LONG_TTL_MS)],
     ['readIncarnation', () => store.readIncarnation('op-s', 'op-i', 0)],
     ['closeIncarnation', () => store.closeIncarnation('op-s', 'op-i')],

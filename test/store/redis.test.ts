@@ -81,9 +81,15 @@ t.test('redis: PTTL follows idleTtlMs on bind and touch, and tombstoneTtlMs on e
   t.ok(within(await redis.pttl(key), 9_000, 10_000), 'bind sets the idle TTL');
   await store.touchSession('s1', 50_000);
   t.ok(within(await redis.pttl(key), 49_000, 50_000), 'touch resets it');
+  await store.touchAndRead('s1', 20_000, { incarnationId: 'g1', afterSeq: 0 });
+  t.ok(within(await redis.pttl(key), 19_000, 20_000), 'touchAndRead resets it');
+  await store.touchAndRead('s1', 30_000);
+  t.ok(within(await redis.pttl(key), 29_000, 30_000), 'touchAndRead without read too');
   await store.endSession('s1', 'terminated', 3_000);
   t.ok(within(await redis.pttl(key), 2_000, 3_000), 'end sets the tombstone TTL');
   await store.touchSession('s1', 50_000);
+  await store.touchAndRead('s1', 50_000, { incarnationId: 'g1', afterSeq: 0 });
+  await store.touchAndRead('s1', 50_000);
   t.ok(within(await redis.pttl(key), 2_000, 3_000), 'touching a tombstone leaves its TTL');
   t.same(await redis.hgetall(key), {
     sessionId: 's1',
@@ -179,7 +185,7 @@ t.test('redis: PTTL of both incarnation keys follows ttlMs on open, attach, reco
   };
   await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 10_000);
   await expectTtl(9_000, 10_000, 'open');
-  await store.attachIncarnation('s1', 'g1', 20_000);
+  await store.attachIncarnation('s1', 'g1', 20_000, 0);
   await expectTtl(19_000, 20_000, 'attach');
   await store.recordEvents('s1', 'g1', { attach: 2, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 30_000);
   await expectTtl(29_000, 30_000, 'record');
@@ -188,7 +194,8 @@ t.test('redis: PTTL of both incarnation keys follows ttlMs on open, attach, reco
   await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: ['u2'], responded: [] }, 100, 90_000);
   await store.closeIncarnation('s1', 'g1');
   await store.readIncarnation('s1', 'g1', 0);
-  await expectTtl(39_000, 40_000, 'a refused batch, close and read leave it');
+  await store.touchAndRead('s1', 90_000, { incarnationId: 'g1', afterSeq: 0 });
+  await expectTtl(39_000, 40_000, 'a refused batch, close, read and touchAndRead leave it');
 });
 
 t.test('redis: an incarnation that lost one of its keys counts as not recorded', async (t) => {
@@ -203,9 +210,29 @@ t.test('redis: an incarnation that lost one of its keys counts as not recorded',
     await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 60_000);
     await redis.del(lost === 'positions' ? positionsKey(KEY_PREFIX, 's1', 'g1') : incarnationKey(KEY_PREFIX, 's1', 'g1'));
     t.equal(await store.readIncarnation('s1', 'g1', 0), null, `${lost} lost: read`);
-    t.equal(await store.attachIncarnation('s1', 'g1', 60_000), null, `${lost} lost: attach`);
+    t.same(await store.touchAndRead('s1', 60_000, { incarnationId: 'g1', afterSeq: 0 }), { session: null, view: null }, `${lost} lost: touchAndRead`);
+    t.equal(await store.attachIncarnation('s1', 'g1', 60_000, 0), null, `${lost} lost: attach`);
     t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: ['u2'], responded: [] }, 100, 60_000), 'missing', `${lost} lost: record`);
   }
+});
+
+t.test('redis: a resumption takes two commands: touchAndRead, then attachIncarnation', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, 60_000);
+  await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
+  t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1', 'u2'], responded: [] }, 100, 60_000), 'ok');
+  // Once each first, so that no script has to be loaded (NOSCRIPT, then EVAL) in what is counted.
+  await store.touchAndRead('s1', 60_000, { incarnationId: 'g1', afterSeq: 1 });
+  await store.attachIncarnation('s1', 'g1', 60_000, 1);
+  await redis.config('RESETSTAT');
+  const decided = await store.touchAndRead('s1', 60_000, { incarnationId: 'g1', afterSeq: 1 });
+  const attached = await store.attachIncarnation('s1', 'g1', 60_000, 1);
+  t.same(await scriptCalls(redis), { evalsha: 2, eval: 0 }, 'one script each');
+  t.match(decided, { session: { state: 'active' }, view: { record: { attach: 2 }, after: ['u2'] } });
+  t.match(attached, { attach: 3, view: { record: { attach: 3 }, at: 'u1', after: ['u2'] } });
 });
 
 t.test('redis: a key prefix with braces is refused', async (t) => {
@@ -309,6 +336,13 @@ t.test('redis: faults', async (t) => {
 
 function within(value: number, min: number, max: number): boolean {
   return value >= min && value <= max;
+}
+
+/** Scripts run since the last CONFIG RESETSTAT, by command. */
+async function scriptCalls(redis: Redis): Promise<{ evalsha: number; eval: number }> {
+  const info = await redis.info('commandstats');
+  const calls = (command: string) => Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  return { evalsha: calls('evalsha'), eval: calls('eval') };
 }
 
 async function cachedScripts(redis: Redis): Promise<number> {

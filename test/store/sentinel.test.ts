@@ -108,6 +108,12 @@ t.test('redis sentinel: a forced failover fails operations fast, then service re
   t.same(await store.replicaEpochs(), { r1: 'e2' });
   t.equal(await store.agreeSecret('other'), 'kept', 'so is the secret');
   t.match(await store.readIncarnation('before', 'g1', 0), { record: { head: 1 }, currentGet: 'g1', after: ['u1'] }, 'and the incarnation');
+  t.match(
+    await store.touchAndRead('before', 600_000, { incarnationId: 'g1', afterSeq: 1 }),
+    { session: { owner: 'r1', state: 'active' }, view: { record: { head: 1 }, at: 'u1', after: [] } },
+    'read together on the new master',
+  );
+  t.match(await store.attachIncarnation('before', 'g1', 600_000, 0), { attach: 2, view: { record: { attach: 2 }, after: ['u1'] } });
   t.equal(await store.bindSession({ sessionId: 'after', owner: 'r2', ownerEpoch: 'e1' }, 600_000), true);
   t.equal(await command(master, ['EXISTS', sessionKey(KEY_PREFIX, 'after')]), 1, 'writes go to the new master');
   const fresh = makeStore(setup);
