@@ -12,7 +12,7 @@ export const NO_REPLICA = 'none';
 export function createMetrics(registry: Registry) {
   const registers = [registry];
   collectDefaultMetrics({ register: registry });
-  return {
+  const metrics = {
     registry,
     requests: new Counter({
       name: 'mcp_gateway_requests_total',
@@ -64,5 +64,41 @@ export function createMetrics(registry: Registry) {
       labelNames: ['outcome', 'reason'] as const,
       registers,
     }),
+  };
+  // The per-request series, each looked up once: prom-client hashes the label object on every
+  // call otherwise. Their label values are bounded (methods, statuses, configured replicas, ops).
+  const request = children((method: string, status: string, replica: string) => metrics.requests.labels(method, status, replica));
+  const upstream = children((replica: string) => metrics.upstreamDuration.labels(replica));
+  const storeTime = children((op: string) => metrics.storeDuration.labels(op));
+  const storeError = children((op: string) => metrics.storeErrors.labels(op));
+  return {
+    ...metrics,
+    /** Counts one answer on the MCP endpoint (mcp_gateway_requests_total). */
+    countRequest(method: string, status: number, replica: string): void {
+      request(method, String(status), replica).inc();
+    },
+    /** Starts timing a request to `replica`; call the result when its headers arrived. */
+    upstreamTimer(replica: string): () => void {
+      return upstream(replica).startTimer();
+    },
+    storeTimer(op: string): () => void {
+      return storeTime(op).startTimer();
+    },
+    countStoreError(op: string): void {
+      storeError(op).inc();
+    },
+  };
+}
+
+function children<Args extends string[], Child>(make: (...values: Args) => Child): (...values: Args) => Child {
+  const cache = new Map<string, Child>();
+  return (...values) => {
+    const key = values.join('\n');
+    let child = cache.get(key);
+    if (child === undefined) {
+      child = make(...values);
+      cache.set(key, child);
+    }
+    return child;
   };
 }

@@ -45,7 +45,7 @@ export function createProxy(deps: ProxyDeps) {
   const { store, fleet, upstreams, metrics, logger, streams } = deps;
 
   function answer(request: FastifyRequest, reply: FastifyReply, status: number, body: string, headers: Record<string, string> = {}) {
-    metrics.requests.inc({ method: request.method, status: String(status), replica: NO_REPLICA });
+    metrics.countRequest(request.method, status, NO_REPLICA);
     return reply.code(status).headers({ 'content-type': 'application/json', ...headers }).send(body);
   }
 
@@ -83,7 +83,7 @@ export function createProxy(deps: ProxyDeps) {
       forwarding.dropRequestHeaders,
     );
     Object.assign(headers, forwarding.addRequestHeaders);
-    const end = metrics.upstreamDuration.startTimer({ replica: forwarding.replica.id });
+    const end = metrics.upstreamTimer(forwarding.replica.id);
     const response = await upstreams.send(forwarding.replica, {
       method: request.method,
       path: replicaPath(forwarding.replica, request.url),
@@ -105,7 +105,7 @@ export function createProxy(deps: ProxyDeps) {
     // Counted where the marked answer leaves: a request never forwarded (404, 503) is not stripped.
     if (forwarding.responseHeaders['mcp-resumption'] === 'stripped') metrics.resumptions.inc({ outcome: 'stripped', reason: 'post_request' });
     if (!sse) {
-      metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
+      metrics.countRequest(request.method, response.statusCode, replica.id);
       reply.hijack();
       res.once('close', () => {
         if (!res.writableFinished) abort.abort();
@@ -143,7 +143,7 @@ export function createProxy(deps: ProxyDeps) {
         cursors = undefined;
       }
     }
-    metrics.requests.inc({ method: request.method, status: String(response.statusCode), replica: replica.id });
+    metrics.countRequest(request.method, response.statusCode, replica.id);
     reply.hijack();
     res.once('close', () => {
       if (!res.writableFinished) abort.abort();

@@ -74,7 +74,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   mcp.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status === 500) logger.error({ err: error, method: request.method }, 'request failed in the gateway');
-    metrics.requests.inc({ method: request.method, status: String(status), replica: 'none' });
+    metrics.countRequest(request.method, status, 'none');
     const message = status === 500 ? 'Internal gateway error' : error.message;
     return reply.code(status).header('content-type', 'application/json').send(jsonRpcError(status === 413 ? -32600 : -32000, message));
   });

@@ -172,7 +172,7 @@ export function createResumption(kit: ResumeKit) {
         replica: replica.id,
         start: () => {
           count('continued', 'none');
-          metrics.requests.inc({ method: 'GET', status: '200', replica: replica.id });
+          metrics.countRequest('GET', 200, replica.id);
           res.writeHead(200, headers);
           res.flushHeaders();
         },
@@ -205,7 +205,7 @@ export function createResumption(kit: ResumeKit) {
     const config = kit.config();
     if (config.resumption.mode === 'reject') {
       count('rejected', reason);
-      metrics.requests.inc({ method: 'GET', status: '410', replica: 'none' });
+      metrics.countRequest('GET', 410, 'none');
       res.writeHead(410, { 'content-type': 'application/json', 'cache-control': 'no-store', [RESUMPTION_HEADER]: 'rejected', [REASON_HEADER]: reason });
       res.end(rejectBody(reason));
       return;
@@ -230,13 +230,13 @@ export function createResumption(kit: ResumeKit) {
       fresh?.abort.abort();
       if (fresh) discard(fresh.response);
       const retryAfter = String(config.upstream.retryAfterSeconds);
-      metrics.requests.inc({ method: 'GET', status: '503', replica: 'none' });
+      metrics.countRequest('GET', 503, 'none');
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });
       res.end(jsonRpcError(-32000, 'Service temporarily unavailable: the session store does not answer'));
       return;
     }
     count('new_stream', reason);
-    metrics.requests.inc({ method: 'GET', status: '200', replica: 'none' });
+    metrics.countRequest('GET', 200, 'none');
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',

@@ -19,11 +19,11 @@ export function instrumentStore(store: Store, metrics: Metrics): Store {
         const op = String(prop);
         const call = value.bind(target) as (...args: unknown[]) => Promise<unknown>;
         wrapper = async (...args: unknown[]) => {
-          const end = metrics.storeDuration.startTimer({ op });
+          const end = metrics.storeTimer(op);
           try {
             return await call(...args);
           } catch (err) {
-            metrics.storeErrors.inc({ op });
+            metrics.countStoreError(op);
             throw err;
           } finally {
             end();

@@ -242,6 +242,10 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
         // Only the first batch of the first attachment may create its incarnation.
         throw new StoreError('recordEvents', { cause: new Error('a batch with open must be attach 1 and fromSeq 1') });
       }
+      if (batch.upstreamIds.some((id) => id !== null && id.includes('\n'))) {
+        // As the Redis store, which sends the ids joined by LF.
+        throw new StoreError('recordEvents', { cause: new Error('an upstream id contains LF') });
+      }
       let entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined && batch.open !== undefined) entry = createIncarnation(sessionId, incarnationId, batch.open, ttlMs);
       if (entry === undefined) return 'missing';

@@ -165,7 +165,11 @@ return { attach, readIncarnation(ARGV[2]) }
  * KEYS: incarnation, positions.
  * ARGV: attach, fromSeq, maxPositions, ttlMs, open ('1' or '0'), then sessionId, owner, kind and
  * pending (JSON) of the incarnation to open ('' each when open is '0'), then k, then k responded
- * ids (each as JSON), then the upstream ids ('' for null).
+ * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument.
+ *
+ * One argument for all the ids, not one each: a batch holds thousands of events when a replica
+ * streams fast, and the client's cost per argument was most of the gateway's cost per event. An SSE
+ * id never contains LF (the line ends there), and the script checks that it finds exactly n.
  *
  * Pending ids are compared as the JSON text that JSON.stringify wrote, never decoded: cjson would
  * round large numbers, and 1 and "1" are different ids. The pending array is written by
@@ -192,38 +196,53 @@ local function elements(json)
   return out
 end
 
+local k = tonumber(ARGV[10])
+local n = tonumber(ARGV[11 + k])
+local ids = {}
+if n > 0 then
+  local joined, at = ARGV[12 + k], 1
+  while true do
+    local lf = string.find(joined, '\\n', at, true)
+    if lf == nil then
+      ids[#ids + 1] = string.sub(joined, at)
+      break
+    end
+    ids[#ids + 1] = string.sub(joined, at, lf - 1)
+    at = lf + 1
+  end
+end
+if #ids ~= n then return redis.error_reply('upstream ids: expected ' .. n .. ', found ' .. #ids) end
+
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
   create(ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
 end
+
 local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending')
 local head, base = tonumber(m[2]), tonumber(m[3])
 if not recorded(head, base) then return 'missing' end
-local k = tonumber(ARGV[10])
-local first = 11 + k
 local from = tonumber(ARGV[2])
 if m[1] ~= 'open' or tonumber(m[4]) ~= tonumber(ARGV[1]) then return 'stale' end
 if from ~= head + 1 then
   -- A retry of a batch that did land (its first attempt timed out on the client) is 'ok'.
-  local n = #ARGV - first + 1
   if from < base or from + n - 1 > head then return 'stale' end
   local have = redis.call('LRANGE', KEYS[2], from - base, from - base + n - 1)
   for i = 1, n do
-    if have[i] ~= ARGV[first + i - 1] then return 'stale' end
+    if have[i] ~= ids[i] then return 'stale' end
   end
   return 'ok'
 end
 
 -- In chunks: unpack() of too many values overflows the Lua stack.
-for i = first, #ARGV, 1000 do
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+for i = 1, n, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, n)))
 end
-head = head + #ARGV - first + 1
+head = head + n
 
 local pending = m[5]
 if k > 0 then
   local kept = elements(pending)
   -- One response settles one request (a multiset, like the requests themselves).
-  for r = 11, first - 1 do
+  for r = 11, 10 + k do
     for p = 1, #kept do
       if kept[p] == ARGV[r] then
         table.remove(kept, p)
@@ -622,7 +641,8 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
           ...(open === undefined ? ['0', '', '', '', ''] : ['1', sessionId, open.owner, open.kind, JSON.stringify(open.pending)]),
           batch.responded.length,
           ...batch.responded.map((id) => JSON.stringify(id)),
-          ...batch.upstreamIds.map((id) => id ?? ''),
+          batch.upstreamIds.length,
+          batch.upstreamIds.map((id) => id ?? '').join('\n'),
         );
         if (result !== 'ok' && result !== 'stale' && result !== 'missing') throw new Error(`unexpected reply: ${String(result)}`);
         return result;

@@ -71,7 +71,10 @@ export interface EventBatch {
   readonly attach: number;
   /** Must be head + 1: sequence numbers are never issued twice (E2, E3). */
   readonly fromSeq: number;
-  /** Upstream id of each event from fromSeq on; null for an event the gateway made itself. */
+  /**
+   * Upstream id of each event from fromSeq on; null for an event the gateway made itself. Never
+   * with LF (an SSE id cannot hold one): a batch with such an id is refused with a StoreError.
+   */
   readonly upstreamIds: readonly (string | null)[];
   /** Request ids whose responses are in this batch. */
   readonly responded: readonly JsonRpcId[];

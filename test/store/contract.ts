@@ -518,6 +518,17 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.equal(await record(h.store, 'p1', batch(2, ['u2'], { attach: 2 })), 'ok');
   });
 
+  test('incarnations: a batch with an upstream id holding LF is refused whole; other odd ids are kept exactly', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    await t.rejects(record(h.store, 'g1', batch(1, ['u1', 'a\nb'])), { name: 'StoreError', op: 'recordEvents' });
+    await t.rejects(record(h.store, 'p-new', batch(1, ['a\n'], { open: opening() })), { name: 'StoreError', op: 'recordEvents' });
+    t.equal(await read(h.store, 'p-new'), null, 'nothing created');
+    t.match((await read(h.store, 'g1'))?.record, { head: 0 }, 'nothing recorded');
+    const odd = ['', 'a\rb', ' spaced ', 'ü🚀', '\\n', null, 'x'.repeat(2048), ''];
+    t.equal(await record(h.store, 'g1', batch(1, odd)), 'ok');
+    t.same((await read(h.store, 'g1', 0))?.after, odd.map((id) => (id === '' ? null : id)), 'every id as it was, in order');
+  });
+
   test('incarnations: responded requests leave pending, ids compared exactly', async (t, h) => {
     const odd = ['a"b', 'c\\d', ',', ']', '[1]', 'ü🚀', ''];
     await h.store.openIncarnation(incarnation('p1', { kind: 'post', pending: [1, '1', 7, 2, 'x', 7, 1e21, 12345678901234567, 0.5, ...odd] }), LONG_TTL_MS);
