@@ -69,6 +69,10 @@ const MAC_LENGTH = 22;
 const MAC_STRIDE = 18;
 const MAC_STRIDE_CHARS = 24;
 const CIPHER = 'aes-256-ecb';
+// Session tags kept, at most; the cache is emptied when full (cheaper than LRU, and a miss costs
+// one HMAC). Session ids longer than this are not kept at all.
+const TAG_CACHE_SIZE = 10_000;
+const TAG_CACHE_MAX_ID = 256;
 const MAC_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 const PARTS = 5;
 // Separate subkeys, so that a session tag can never stand in for a MAC or the reverse.
@@ -76,14 +80,28 @@ const HKDF_SALT = 'mcp-resume-gateway/cursor';
 const TAG_INFO = 'v1 session-tag';
 const MAC_INFO = 'v1 mac';
 
+// Random bytes are drawn for many ids at once: one call per stream cost as much as the rest of
+// opening it.
+const ID_POOL_IDS = 256;
+let idPool = Buffer.alloc(0);
+let idPoolAt = 0;
+
 /** A fresh incarnation id: 12 random bytes, 16 characters of base64url. */
 export function newIncarnationId(): string {
-  return randomBytes(INCARNATION_BYTES).toString('base64url');
+  if (idPoolAt >= idPool.length) {
+    idPool = randomBytes(INCARNATION_BYTES * ID_POOL_IDS);
+    idPoolAt = 0;
+  }
+  const id = idPool.toString('base64url', idPoolAt, idPoolAt + INCARNATION_BYTES);
+  idPool.fill(0, idPoolAt, idPoolAt + INCARNATION_BYTES);
+  idPoolAt += INCARNATION_BYTES;
+  return id;
 }
 
 export class CursorCodec {
   readonly #tagKey: KeyObject;
   readonly #macKey: KeyObject;
+  readonly #tags = new Map<string, string>();
 
   /** `secret`: at least 32 bytes (a string counts its UTF-8 bytes). Throws GW_CURSOR_SECRET_INVALID. */
   constructor(secret: string | Uint8Array) {
@@ -152,8 +170,21 @@ export class CursorCodec {
   }
 
   // UTF-16 code units rather than UTF-8: UTF-8 maps every lone surrogate to U+FFFD, so two distinct
-  // session ids could share a tag.
+  // session ids could share a tag. Remembered for the sessions seen last: every stream of a
+  // session needs its tag, and a session has many short POST streams.
   #tag(sessionId: string): string {
+    let tag = this.#tags.get(sessionId);
+    if (tag === undefined) {
+      tag = this.#computeTag(sessionId);
+      if (typeof sessionId === 'string' && sessionId.length <= TAG_CACHE_MAX_ID) {
+        if (this.#tags.size >= TAG_CACHE_SIZE) this.#tags.clear();
+        this.#tags.set(sessionId, tag);
+      }
+    }
+    return tag;
+  }
+
+  #computeTag(sessionId: string): string {
     return createHmac('sha256', this.#tagKey)
       .update(Buffer.from(sessionId, 'utf16le'))
       .digest()

@@ -153,7 +153,6 @@ export function createProxy(deps: ProxyDeps) {
     headers['x-accel-buffering'] = 'no';
     const start = () => {
       res.writeHead(response.statusCode, headers);
-      res.flushHeaders();
     };
     const how = await streams.pipe({ body: response.body, res, replica: replica.id, start }, rewriter, at);
     logDone(request, forwarding, response.statusCode, how);

@@ -174,7 +174,6 @@ export function createResumption(kit: ResumeKit) {
           count('continued', 'none');
           metrics.countRequest('GET', 200, replica.id);
           res.writeHead(200, headers);
-          res.flushHeaders();
         },
         verify: {
           timeoutMs: config.resumption.replayTimeoutMs,

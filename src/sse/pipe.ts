@@ -19,7 +19,10 @@ export interface SsePipeOptions {
   body: Readable;
   res: ServerResponse;
   rewriter: SseRewriter;
-  /** Writes the client's status line and headers: once, before the first byte of the stream. */
+  /**
+   * Sets the client's status line and headers (res.writeHead), once, before the first byte of the
+   * stream; the pipe sends them, with the first events when those are already there.
+   */
   start: () => void;
   onEvents: (count: number) => void;
   /** Sent as `retry:` when the gateway ends the stream on purpose, before the end. */
@@ -31,6 +34,7 @@ export interface SsePipeOptions {
 export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
   const { body, res, rewriter } = options;
   let started = false;
+  let written = false;
   let held: Buffer[] = [];
   let heldBytes = 0;
   let heldEvents = 0;
@@ -59,7 +63,16 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
     started = true;
     clearTimeout(timer);
     options.start();
-    if (heldBytes > 0) res.write(Buffer.concat(held));
+    if (heldBytes > 0) {
+      written = true;
+      res.write(Buffer.concat(held));
+    } else {
+      // R5: the headers leave at once. Events that are already on their way within this turn go
+      // with them in one write; if none came by its end, the headers go alone.
+      setImmediate(() => {
+        if (!written && !settled) res.flushHeaders();
+      });
+    }
     if (heldEvents > 0) options.onEvents(heldEvents);
     held = [];
   };
@@ -86,6 +99,7 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
       return true;
     }
     if (result.events > 0) options.onEvents(result.events);
+    if (result.out.length > 0) written = true;
     const flushed = result.out.length === 0 || res.write(result.out);
     if (result.end) {
       settle(result.end);
