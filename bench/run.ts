@@ -1,10 +1,11 @@
 /**
  * The gateway's benchmarks: the gateway (memory and Redis stores) beside its baselines from the
- * same run (the upstream directly, nginx, haproxy), everything started here on loopback.
+ * same run (the upstream directly, nginx, haproxy, and a bare Node.js proxy that shows the floor
+ * under the gateway's own work), everything started here on loopback.
  *
  *   node build/bench/run.js            quick (npm run bench, a few minutes at most)
  *   node build/bench/run.js --full     longer windows, 10,000 idle streams, the SDK replica under load
- *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,gateway-memory,gateway-redis
+ *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,node-floor,gateway-memory,gateway-redis
  *            --duration MS (rpc and sse windows)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)

@@ -19,12 +19,13 @@ const BUILD = new URL('../../', import.meta.url);
 const GATEWAY_CLI = fileURLToPath(new URL('src/cli.js', BUILD));
 const REPLICA_CLI = fileURLToPath(new URL('src/demo/replica.js', BUILD));
 const UPSTREAM_CLI = fileURLToPath(new URL('bench/upstream.js', BUILD));
+const FLOOR_CLI = fileURLToPath(new URL('bench/floor.js', BUILD));
 /** Templates live beside the sources: build/bench/lib/ -> bench/templates/. */
 const TEMPLATES = new URL('../../../bench/templates/', import.meta.url);
 const START_DEADLINE_MS = 15_000;
 
-export type ProxyKind = 'direct' | 'nginx' | 'haproxy' | 'gateway-memory' | 'gateway-redis';
-export const PROXY_KINDS: readonly ProxyKind[] = ['direct', 'nginx', 'haproxy', 'gateway-memory', 'gateway-redis'];
+export type ProxyKind = 'direct' | 'nginx' | 'haproxy' | 'node-floor' | 'gateway-memory' | 'gateway-redis';
+export const PROXY_KINDS: readonly ProxyKind[] = ['direct', 'nginx', 'haproxy', 'node-floor', 'gateway-memory', 'gateway-redis'];
 
 export interface Upstream {
   readonly kind: 'fast' | 'sdk';
@@ -127,7 +128,7 @@ export interface ProxyOptions {
   gatewayConnections: number;
   /** The open-files limit the proxies run under (finite). */
   openFiles: number;
-  /** When set, each gateway writes a V8 CPU profile (.cpuprofile) into this directory as it stops. */
+  /** When set, each gateway (and the node floor) writes a V8 CPU profile (.cpuprofile) here as it stops. */
   gatewayCpuProfDir?: string;
 }
 
@@ -142,6 +143,8 @@ export async function startTarget(kind: ProxyKind, opts: ProxyOptions): Promise<
       return startNginx(opts);
     case 'haproxy':
       return startHaproxy(opts);
+    case 'node-floor':
+      return startFloor(opts);
     case 'gateway-memory':
     case 'gateway-redis':
       return startGateway(kind, opts);
@@ -233,6 +236,16 @@ async function startNginx(opts: ProxyOptions): Promise<Target> {
     throw new Error(`${(err as Error).message}\n${await tail(join(dir, 'error.log'))}`);
   }
   return { kind: 'nginx', url: `http://127.0.0.1:${port}/mcp`, pid: child.pid, stop: () => child.stop('SIGQUIT', 3000) };
+}
+
+/** bench/floor.ts: a bare node:http + undici proxy, the floor under the gateway's own work. */
+async function startFloor(opts: ProxyOptions): Promise<Target> {
+  const first = opts.upstreams[0];
+  if (!first) throw new Error('no upstream');
+  const profile = opts.gatewayCpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.gatewayCpuProfDir, '--cpu-prof-name', `node-floor-${Date.now()}.cpuprofile`] : [];
+  const child = startChild(process.execPath, [...profile, FLOOR_CLI, '--upstream', first.url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await firstJsonLine(child, 'node floor proxy');
+  return { kind: 'node-floor', url: `http://127.0.0.1:${Number(line['port'])}/mcp`, pid: child.pid, stop: () => child.stop('SIGTERM', 3000) };
 }
 
 async function startHaproxy(opts: ProxyOptions): Promise<Target> {
