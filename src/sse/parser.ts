@@ -210,7 +210,7 @@ export class SseParser {
     } else if ((v = valueStart(buf, start, end, EVENT)) >= 0) {
       this.event = buf.toString('utf8', v, end);
     } else if ((v = valueStart(buf, start, end, ID)) >= 0) {
-      if (!buf.subarray(v, end).includes(0)) this.id = buf.toString('utf8', v, end);
+      if (!hasNul(buf, v, end)) this.id = buf.toString('utf8', v, end);
     } else if ((v = valueStart(buf, start, end, RETRY)) >= 0) {
       const retry = parseDigits(buf, v, end);
       if (retry !== undefined) this.retry = retry;
@@ -269,6 +269,12 @@ function valueStart(buf: Buffer, start: number, end: number, name: Buffer): numb
   if (after === end) return end;
   if (buf[after] !== COLON) return -1;
   return after + 1 < end && buf[after + 1] === SPACE ? after + 2 : after + 1;
+}
+
+/** §9.2.6: an id with NUL is ignored. A loop, not subarray().includes(): ids are short, and this runs per event. */
+function hasNul(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (buf[i] === 0) return true;
+  return false;
 }
 
 /**

@@ -13,7 +13,7 @@
 import type { CursorCodec, CursorIssuer } from '../cursor.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
-import { commentText, eventText } from './serializer.js';
+import { commentText, eventText, eventTextWithCursor } from './serializer.js';
 
 export interface RecordSink {
   /** Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: made by the gateway). */
@@ -188,7 +188,7 @@ export class SseRewriter {
     }
     if (seqs.length > 0) {
       const cursors = this.#issue(seqs);
-      for (let i = 0; i < numbered.length; i++) parts[slots[i]!] = eventText(numbered[i]!, cursors[i]);
+      for (let i = 0; i < numbered.length; i++) parts[slots[i]!] = eventTextWithCursor(numbered[i]!, cursors[i]!);
     }
     if (end) this.#ended = end;
     return { out: parts.length === 0 ? EMPTY : Buffer.from(parts.join(''), 'utf8'), events, ...(end ? { end } : {}) };
