@@ -1,6 +1,6 @@
 /**
  * The benchmark harness runs end to end: one short workload, the memory store, the upstream
- * directly and through the gateway, nothing to install. It asserts only that figures came out and
+ * directly, through the bare Node.js floor and through the gateway, nothing to install. It asserts only that figures came out and
  * were written; how fast anything is belongs to `npm run bench`, never to a test.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -16,7 +16,7 @@ t.test('a one-second rpc run gives finite positive figures and a JSON file', asy
     ...presetOptions('quick'),
     mode: 'custom',
     workloads: ['rpc'],
-    targets: ['direct', 'gateway-memory'],
+    targets: ['direct', 'node-floor', 'gateway-memory'],
     concurrency: 4,
     warmupMs: 200,
     durationMs: 1000,
@@ -24,7 +24,7 @@ t.test('a one-second rpc run gives finite positive figures and a JSON file', asy
     log: () => undefined,
   });
 
-  for (const target of ['direct', 'gateway-memory']) {
+  for (const target of ['direct', 'node-floor', 'gateway-memory']) {
     for (const metric of ['requests_per_s', 'p50_ms', 'p99_ms']) {
       const row = result.rows.find((r) => r.workload === 'rpc' && r.target === target && r.metric === metric);
       t.ok(row !== undefined && Number.isFinite(row.value) && row.value > 0, `${target} ${metric} is a positive number (${row?.value})`);
