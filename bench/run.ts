@@ -9,6 +9,7 @@
  *            --duration MS (rpc and sse windows)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
+ *            --rounds N (default 1: every workload but idle N times, targets in turn; medians)
  *
  * Prints one table and writes it as JSON to bench/results/<timestamp>.json. Absolute figures depend
  * on the machine and on what else runs on it; the ratios to the baselines of the same run are what
@@ -36,6 +37,11 @@ export interface BenchOptions {
   resumeReps: number;
   gatewayLog: string;
   upstreamWorkers: number;
+  /**
+   * Rounds of each workload but idle: the targets run in turn, once per round, and each figure is
+   * the median over the rounds, its spread in the note. On a shared machine a single run moves.
+   */
+  rounds: number;
   /** Where each gateway writes a CPU profile (--gateway-cpu-prof DIR); none by default. */
   gatewayCpuProfDir?: string;
   /** Where the JSON goes. */
@@ -71,9 +77,37 @@ export function presetOptions(mode: 'quick' | 'full'): BenchOptions {
     resumeReps: quick ? 10 : 50,
     gatewayLog: 'warn',
     upstreamWorkers: 1,
+    rounds: 1,
     outDir: RESULTS,
     log: (line) => process.stderr.write(`${line}\n`),
   };
+}
+
+/**
+ * One row per (workload, target, metric): the median over the rounds (the lower middle value for
+ * an even count), with its spread noted when there was more than one round. A row missing from a
+ * round (a target failed there) is merged from the rounds that have it.
+ */
+export function mergeRounds(rounds: readonly (readonly Row[])[]): Row[] {
+  if (rounds.length === 1) return [...rounds[0]!];
+  const groups = new Map<string, Row[]>();
+  for (const round of rounds) {
+    for (const row of round) {
+      const key = `${row.workload}\n${row.target}\n${row.metric}`;
+      const group = groups.get(key);
+      if (group) group.push(row);
+      else groups.set(key, [row]);
+    }
+  }
+  return [...groups.values()].map((group) => {
+    const values = group.map((r) => r.value).filter((v) => Number.isFinite(v));
+    if (values.length === 0) return group[0]!;
+    values.sort((a, b) => a - b);
+    const median = values[Math.floor((values.length - 1) / 2)]!;
+    const spread = `median of ${values.length}: ${fmt(values[0])}–${fmt(values[values.length - 1])}`;
+    const note = group.find((r) => r.note !== undefined)?.note;
+    return { ...group[0]!, value: median, note: note ? `${spread}; ${note}` : spread };
+  });
 }
 
 /** Metrics for which a ratio to another target means nothing. */
@@ -173,25 +207,29 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     if (fast) upstreams.push(fast);
     if (sdk) upstreams.push(sdk);
     const rpcSettings = { concurrency: opts.concurrency, warmupMs: opts.warmupMs, durationMs: opts.durationMs };
-    for (const workload of opts.workloads) {
-      log(`${workload}: ${targets.join(', ')}`);
+    const once = (workload: WorkloadName): Promise<Row[]> => {
       switch (workload) {
         case 'rpc':
-          rows.push(...(await rpcWorkload(ctx, 'rpc', targets, fast!, rpcSettings)));
-          break;
+          return rpcWorkload(ctx, 'rpc', targets, fast!, rpcSettings);
         case 'rpc-sdk':
-          rows.push(...(await rpcWorkload(ctx, 'rpc-sdk', targets, sdk!, rpcSettings)));
-          break;
+          return rpcWorkload(ctx, 'rpc-sdk', targets, sdk!, rpcSettings);
         case 'sse':
-          rows.push(...(await sseWorkload(ctx, targets, fast!, { warmupMs: opts.warmupMs, durationMs: opts.durationMs })));
-          break;
+          return sseWorkload(ctx, targets, fast!, { warmupMs: opts.warmupMs, durationMs: opts.durationMs });
         case 'idle':
-          rows.push(...(await idleWorkload(ctx, targets, fast!, { streams: idleStreams, ...(capNote ? { capNote } : {}) })));
-          break;
+          return idleWorkload(ctx, targets, fast!, { streams: idleStreams, ...(capNote ? { capNote } : {}) });
         case 'resume':
-          rows.push(...(await resumeWorkload(ctx, targets, sdk!, { events: opts.resumeEvents, reps: opts.resumeReps })));
-          break;
+          return resumeWorkload(ctx, targets, sdk!, { events: opts.resumeEvents, reps: opts.resumeReps });
       }
+    };
+    for (const workload of opts.workloads) {
+      // Thousands of idle streams take long to open and their memory does not move between runs.
+      const rounds = workload === 'idle' ? 1 : opts.rounds;
+      const results: Row[][] = [];
+      for (let round = 1; round <= rounds; round++) {
+        log(`${workload}${rounds > 1 ? ` (round ${round} of ${rounds})` : ''}: ${targets.join(', ')}`);
+        results.push(await once(workload));
+      }
+      rows.push(...mergeRounds(results));
     }
   } finally {
     load.close();
@@ -234,6 +272,7 @@ async function main(): Promise<void> {
       'gateway-log': { type: 'string' },
       'upstream-workers': { type: 'string' },
       'gateway-cpu-prof': { type: 'string' },
+      rounds: { type: 'string' },
     },
   });
   const opts = presetOptions(values.full ? 'full' : 'quick');
@@ -257,6 +296,7 @@ async function main(): Promise<void> {
     concurrency: num(values.concurrency, 'concurrency'),
     idleStreams: num(values.streams, 'streams'),
     upstreamWorkers: num(values['upstream-workers'], 'upstream-workers'),
+    rounds: num(values.rounds, 'rounds'),
     outDir: values.out,
     gatewayLog: values['gateway-log'],
     gatewayCpuProfDir: values['gateway-cpu-prof'] === undefined ? undefined : resolve(values['gateway-cpu-prof']),
