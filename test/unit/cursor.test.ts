@@ -137,6 +137,19 @@ t.test('an issuer numbers a batch exactly as encode numbers each position alone'
   t.throws(() => codec.issuer(SESSION, newIncarnationId()).encode([1, -1]), RangeError);
 });
 
+t.test('session tags stay right when the codec cache of them fills and empties', async (t) => {
+  const fresh = new CursorCodec(SECRET);
+  const first = fresh.encode(SESSION, { incarnation: 'AAAAAAAAAAAAAAAA', seq: 7 });
+  // More sessions than the cache keeps: it empties at least once on the way.
+  for (let i = 0; i < 10_050; i++) fresh.encode(`other-${i}`, { incarnation: 'AAAAAAAAAAAAAAAA', seq: 1 });
+  t.same(fresh.decode(first, SESSION), { kind: 'ok', fields: { incarnation: 'AAAAAAAAAAAAAAAA', seq: 7 } });
+  t.equal(fresh.decode(first, 'other-5').kind, 'session_mismatch');
+  t.equal(fresh.encode(SESSION, { incarnation: 'AAAAAAAAAAAAAAAA', seq: 7 }), first, 'the same cursor again');
+  t.equal(codec.encode(SESSION, { incarnation: 'AAAAAAAAAAAAAAAA', seq: 7 }), first, 'as another codec of the secret writes it');
+  const long = 'x'.repeat(300);
+  t.equal(fresh.decode(fresh.encode(long, { incarnation: 'AAAAAAAAAAAAAAAA', seq: 1 }), long).kind, 'ok', 'long session ids are not cached, and still right');
+});
+
 t.test('codecs built from the same secret, as string or Buffer, agree', async (t) => {
   const twin = new CursorCodec(Buffer.from(SECRET, 'utf8'));
   check(
