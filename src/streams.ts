@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Config } from './config/schema.js';
-import { isStoreError } from './errors.js';
+import { describe, isStoreError } from './errors.js';
 import { newIncarnationId } from './cursor.js';
 import type { CursorKeys } from './cursor-keys.js';
 import type { Logger } from './logger.js';
@@ -93,7 +93,12 @@ export class SseStreams {
               config.sessions.idleTtlMs,
             );
           // The batch that creates a lazy incarnation fails fast: its stream falls back to no cursors.
-          if (first) return write();
+          if (first) {
+            return write().catch((err: unknown) => {
+              this.deps.logger.warn({ replica: at.owner, err: describe(err) }, 'store unavailable: this POST stream is not resumable');
+              throw err;
+            });
+          }
           // A store blip or failover holds the stream for a moment instead of ending it. Safe
           // because recordEvents is idempotent: a batch that landed although its answer timed
           // out is 'ok' again.

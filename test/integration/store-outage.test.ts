@@ -126,6 +126,27 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
   );
 });
 
+t.test('Redis blocked between routing a POST and its SSE answer: the answer arrives, without cursors', async (t) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, {
+    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+  });
+  const sessionId = await rawSession(gw.url);
+  // Routed while the store answers; the replica answers 600 ms later, on an SSE stream.
+  const call = await post(gw.url, toolCallBody('progress', { steps: 1, intervalMs: 600 }, 41), { 'mcp-session-id': sessionId });
+  t.equal(call.status, 200);
+  t.equal(call.headers.get('content-type'), 'text/event-stream');
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const body = await call.text();
+  redis.resume();
+  t.match(body, /^data: \{"result":\{"content":\[\{"type":"text","text":"done after 1 steps"\}\]\},"jsonrpc":"2.0","id":41\}$/m, "the tool's answer reached the client");
+  t.notMatch(body, /^id:/m, 'with no id: nothing was recorded, so nothing can claim to be resumable');
+  t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total', { op: 'recordEvents' })) >= 1, 'the failed record is counted');
+});
+
 t.test('Redis busy with a slow command past the store timeout: 503 fast, then service resumes', async (t) => {
   const redis = await startRedisServer(t);
   const [replica] = await spawnReplicas(t, 1);
