@@ -4,7 +4,7 @@
  * session is routed by guess (R3).
  */
 import { Redis } from 'ioredis';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { metricValue, startGateway } from '../helpers/gateway.js';
 import { post, rawSession, SESSION_NOT_FOUND, toolCallBody, initializeBody } from '../helpers/http.js';
 import { startRedisServer } from '../helpers/redis-server.js';
@@ -31,6 +31,17 @@ async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
   const start = performance.now();
   const result = await fn();
   return [result, performance.now() - start];
+}
+
+/** Redis, one demo replica, a gateway with a 200 ms store timeout, and a session through it. */
+async function withSession(t: Test) {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, {
+    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+  });
+  return { redis, replica: replica!, gw, sessionId: await rawSession(gw.url) };
 }
 
 t.test('Redis stopped: 503 with Retry-After in under 2 s; restarted empty: back by itself, old sessions unknown', async (t) => {
@@ -96,13 +107,7 @@ t.test('Redis restarted with its data: sessions carry on', async (t) => {
 });
 
 t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1);
-  const gw = await startGateway(t, {
-    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-  });
-  const sessionId = await rawSession(gw.url);
+  const { redis, replica, gw, sessionId } = await withSession(t);
   const stream = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
   const events = new SseReader(stream.body!);
   redis.pause();
@@ -127,13 +132,7 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
 });
 
 t.test('Redis blocked between routing a POST and its SSE answer: the answer arrives, without cursors', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1);
-  const gw = await startGateway(t, {
-    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-  });
-  const sessionId = await rawSession(gw.url);
+  const { redis, replica, gw, sessionId } = await withSession(t);
   // Routed while the store answers; the replica answers 600 ms later, on an SSE stream.
   const call = await post(gw.url, toolCallBody('progress', { steps: 1, intervalMs: 600 }, 41), { 'mcp-session-id': sessionId });
   t.equal(call.status, 200);
@@ -148,13 +147,7 @@ t.test('Redis blocked between routing a POST and its SSE answer: the answer arri
 });
 
 t.test('Redis busy with a slow command past the store timeout: 503 fast, then service resumes', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1);
-  const gw = await startGateway(t, {
-    store: { type: 'redis', url: redis.url, commandTimeoutMs: 200 },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-  });
-  const sessionId = await rawSession(gw.url);
+  const { redis, replica, gw, sessionId } = await withSession(t);
   const other = new Redis(redis.url, { lazyConnect: true });
   await other.connect();
   t.teardown(() => other.disconnect());
