@@ -1,5 +1,5 @@
 /**
- * What the cluster and sentinel helpers share: redis-server processes on free loopback ports,
+ * What the Redis helpers (single server, cluster, sentinel) share: redis-server processes on free loopback ports,
  * killed on teardown and on process exit (including the SIGTERM that tap sends to a test that
  * times out), bounded polling, and one command at a time over a raw socket, so that the helpers
  * stay independent of the client under test.
@@ -43,6 +43,8 @@ export async function waitFor(what: string, deadlineMs: number, check: () => Pro
 export interface RedisProcess {
   readonly port: number;
   readonly pid: number | undefined;
+  /** Resolves once the process has exited, whatever made it exit. */
+  readonly exited: Promise<void>;
   /** Sends `signal` (SIGKILL by default) and waits for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
@@ -71,7 +73,7 @@ export async function spawnRedis(t: Teardown, opts: { dir: string; port: number;
     if ((await command(opts.port, ['PING']).catch(() => '')) === 'PONG') {
       const info = await command(opts.port, ['INFO', 'server']);
       if (typeof info === 'string' && info.includes(`process_id:${proc.pid}\r\n`)) {
-        return { port: opts.port, pid: proc.pid, kill };
+        return { port: opts.port, pid: proc.pid, exited, kill };
       }
       break;
     }

@@ -3,14 +3,10 @@
  * and on process exit (including the SIGTERM that tap sends to a test that times out).
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
-import { onExit } from 'signal-exit';
+import { command, freePort, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
 
 export interface RedisServer {
   readonly url: string;
@@ -28,71 +24,46 @@ export interface RedisServer {
   flushall(): Promise<void>;
 }
 
-/** Anything with tap's teardown, so that the server dies with the test that started it. */
-interface Teardown {
-  teardown(fn: () => unknown): void;
-}
-
-const READY_DEADLINE_MS = 10_000;
-const POLL_INTERVAL_MS = 10;
 const START_ATTEMPTS = 3;
-/** A PING to a server that is up answers in microseconds; this only bounds a stuck one. */
-const COMMAND_DEADLINE_MS = 1_000;
 
 export async function startRedisServer(t: Teardown): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-redis-'));
   let port = 0;
-  let child: ChildProcess | null = null;
+  let server: RedisProcess | null = null;
   let paused = false;
-  // SIGKILL works on a paused process too, and nothing needs to be saved.
-  const removeExitHook = onExit(() => {
-    child?.kill('SIGKILL');
-  });
 
   async function start(): Promise<void> {
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--logfile', 'redis.log'];
     // No snapshots and no AOF: only restart({ keepData: true }) writes the dataset, on purpose.
     args.push('--save', '', '--appendonly', 'no');
-    const proc = spawn('redis-server', args, { cwd: dir, stdio: 'ignore' });
-    child = proc;
+    server = await spawnRedis(t, { dir, port, logfile: 'redis.log', args });
     paused = false;
-    const exited = exitOf(proc);
-    const deadline = Date.now() + READY_DEADLINE_MS;
-    while (proc.exitCode === null && proc.signalCode === null && Date.now() < deadline) {
-      if ((await command(port, ['PING']).catch(() => '')) === '+PONG\r\n') {
-        // Another test file may have taken the port between freePort() and now: check that the
-        // server answering is ours.
-        const info = await command(port, ['INFO', 'server']);
-        if (info.includes(`process_id:${proc.pid}\r\n`)) return;
-        break;
-      }
-      await Promise.race([delay(POLL_INTERVAL_MS), exited]);
-    }
-    const log = await readFile(join(dir, 'redis.log'), 'utf8').catch(() => '(no log)');
-    await kill('SIGKILL');
-    throw new Error(`redis-server on port ${port} did not answer PING:\n${log}`);
   }
 
   async function kill(signal: NodeJS.Signals): Promise<void> {
-    const proc = child;
+    const proc = server;
     if (proc === null) return;
-    child = null;
-    const exited = exitOf(proc);
-    proc.kill(signal);
+    server = null;
+    const exited = proc.kill(signal);
     // A stopped process acts on SIGTERM only once it runs again.
-    if (paused) proc.kill('SIGCONT');
+    if (paused && proc.pid !== undefined) process.kill(proc.pid, 'SIGCONT');
     paused = false;
     await exited;
+  }
+
+  function signal(name: NodeJS.Signals): void {
+    if (server?.pid !== undefined) process.kill(server.pid, name);
   }
 
   async function restart({ keepData }: { keepData: boolean }): Promise<void> {
     if (keepData) {
       if (paused) throw new Error('resume() the server before restart({ keepData: true })');
-      // SHUTDOWN SAVE writes dump.rdb even with `--save ''`; the new process loads it.
-      const exited = child === null ? Promise.resolve() : exitOf(child);
-      await command(port, ['SHUTDOWN', 'SAVE']);
+      // SHUTDOWN SAVE writes dump.rdb even with `--save ''`; the new process loads it. The server
+      // closes the connection instead of answering.
+      const exited = server?.exited ?? Promise.resolve();
+      await command(port, ['SHUTDOWN', 'SAVE']).catch(() => undefined);
       await exited;
-      child = null;
+      server = null;
     } else {
       await kill('SIGKILL');
       await rm(join(dir, 'dump.rdb'), { force: true });
@@ -106,7 +77,6 @@ export async function startRedisServer(t: Teardown): Promise<RedisServer> {
 
   t.teardown(async () => {
     await stop();
-    removeExitHook();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -132,69 +102,16 @@ export async function startRedisServer(t: Teardown): Promise<RedisServer> {
     kill,
     restart,
     pause() {
-      child?.kill('SIGSTOP');
+      signal('SIGSTOP');
       paused = true;
     },
     resume() {
-      child?.kill('SIGCONT');
+      signal('SIGCONT');
       paused = false;
     },
     async flushall() {
       const reply = await command(port, ['FLUSHALL']);
-      if (reply !== '+OK\r\n') throw new Error(`FLUSHALL answered ${reply}`);
+      if (reply !== 'OK') throw new Error(`FLUSHALL answered ${String(reply)}`);
     },
   };
-}
-
-/** Resolves once `proc` has exited (at once if it already has) or failed to start. */
-function exitOf(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    proc.once('exit', () => resolve());
-    proc.once('error', () => resolve());
-  });
-}
-
-/** A port that was free a moment ago; redis-server binds it with SO_REUSEADDR. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  if (address === null || typeof address === 'string') throw new Error('no TCP address');
-  return address.port;
-}
-
-/**
- * Sends one command over a fresh connection and resolves with the raw reply ('' if the server
- * closes without one, as SHUTDOWN does). Only simple replies and bulk strings are read whole,
- * which is all this helper sends for. A raw socket keeps the helper independent of the client
- * under test.
- */
-function command(port: number, args: string[]): Promise<string> {
-  const payload = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
-  return new Promise((resolve, reject) => {
-    const socket = createConnection({ port, host: '127.0.0.1' });
-    let reply = Buffer.alloc(0);
-    socket.setTimeout(COMMAND_DEADLINE_MS, () => socket.destroy(new Error(`${args[0]} timed out`)));
-    socket.on('connect', () => socket.write(payload));
-    socket.on('data', (chunk: Buffer) => {
-      reply = Buffer.concat([reply, chunk]);
-      if (isComplete(reply)) {
-        socket.destroy();
-        resolve(reply.toString('utf8'));
-      }
-    });
-    socket.on('error', reject);
-    socket.on('close', () => resolve(reply.toString('utf8')));
-  });
-}
-
-function isComplete(reply: Buffer): boolean {
-  const headerEnd = reply.indexOf('\r\n');
-  if (headerEnd === -1) return false;
-  if (reply[0] !== 0x24 /* '$' */) return true;
-  const length = Number(reply.subarray(1, headerEnd).toString('latin1'));
-  return length < 0 || reply.length >= headerEnd + 2 + length + 2;
 }

@@ -1,10 +1,9 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import t from 'tap';
 import { createRedisStore } from '../../src/store/redis.js';
 import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
-import { operations, storeContract } from './contract.js';
+import { operations, redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
@@ -22,24 +21,7 @@ function makeStore(cluster: RedisCluster): Store {
 
 const cluster = await startRedisCluster(t);
 
-storeContract(t, 'redis cluster', async () => {
-  await cluster.flushall();
-  const stores = [makeStore(cluster)];
-  return {
-    store: stores[0]!,
-    peer: async () => {
-      const peer = makeStore(cluster);
-      stores.push(peer);
-      return peer;
-    },
-    shortTtlMs: 200,
-    tick: () => delay(20),
-    now: Date.now,
-    close: async () => {
-      await Promise.all(stores.map((s) => s.close()));
-    },
-  };
-});
+storeContract(t, 'redis cluster', redisHarness(() => cluster.flushall(), () => makeStore(cluster)));
 
 t.test('redis cluster: sessions spread over every master, and every script runs on one of them', async (t) => {
   // A script whose keys were in two slots would fail with CROSSSLOT on the node it was sent to;

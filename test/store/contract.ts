@@ -4,6 +4,7 @@
  * store waits a few real milliseconds), and expiry is awaited by ticking with a bounded count.
  */
 
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Test } from 'tap';
 import type { EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, SessionState, Store } from '../../src/store/types.js';
 
@@ -35,6 +36,31 @@ const ODD_IDS = [
   'a:b:{c}:session',
   'x'.repeat(1024),
 ];
+
+/**
+ * The harness of a Redis-backed store (single server, Cluster or Sentinel): the data flushed
+ * first, real time, and every client the test made closed at the end.
+ */
+export function redisHarness(flushall: () => Promise<void>, makeStore: () => Store): () => Promise<StoreHarness> {
+  return async () => {
+    await flushall();
+    const stores = [makeStore()];
+    return {
+      store: stores[0]!,
+      peer: async () => {
+        const peer = makeStore();
+        stores.push(peer);
+        return peer;
+      },
+      shortTtlMs: 200,
+      tick: () => delay(20),
+      now: Date.now,
+      close: async () => {
+        await Promise.all(stores.map((s) => s.close()));
+      },
+    };
+  };
+}
 
 export function storeContract(t: Test, name: string, makeHarness: () => Promise<StoreHarness>): void {
   /** A test with a fresh harness, closed on teardown. */

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { createRedisStore, epochsKey, incarnationKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis.js';
 import type { Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { operations, storeContract } from './contract.js';
+import { operations, redisHarness, storeContract } from './contract.js';
 
 // ioredis's own slot function (a dependency of ioredis, without types of its own).
 const calculateSlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
@@ -52,24 +52,7 @@ async function elapsedMs(fn: () => Promise<unknown>): Promise<number> {
 
 const server = await startRedisServer(t);
 
-storeContract(t, 'redis', async () => {
-  await server.flushall();
-  const stores = [makeStore(server)];
-  return {
-    store: stores[0]!,
-    peer: async () => {
-      const peer = makeStore(server);
-      stores.push(peer);
-      return peer;
-    },
-    shortTtlMs: 200,
-    tick: () => delay(20),
-    now: Date.now,
-    close: async () => {
-      await Promise.all(stores.map((s) => s.close()));
-    },
-  };
-});
+storeContract(t, 'redis', redisHarness(() => server.flushall(), () => makeStore(server)));
 
 t.test('redis: PTTL follows idleTtlMs on bind and touch, and tombstoneTtlMs on end', async (t) => {
   await server.flushall();

@@ -4,7 +4,7 @@ import { createRedisStore, sessionKey } from '../../src/store/redis.js';
 import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisSentinel, type RedisSentinel } from '../helpers/redis-sentinel.js';
-import { storeContract } from './contract.js';
+import { redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
@@ -28,24 +28,7 @@ function makeStore(setup: RedisSentinel): Store {
 
 const setup = await startRedisSentinel(t);
 
-storeContract(t, 'redis sentinel', async () => {
-  await setup.flushall();
-  const stores = [makeStore(setup)];
-  return {
-    store: stores[0]!,
-    peer: async () => {
-      const peer = makeStore(setup);
-      stores.push(peer);
-      return peer;
-    },
-    shortTtlMs: 200,
-    tick: () => delay(20),
-    now: Date.now,
-    close: async () => {
-      await Promise.all(stores.map((s) => s.close()));
-    },
-  };
-});
+storeContract(t, 'redis sentinel', redisHarness(() => setup.flushall(), () => makeStore(setup)));
 
 t.test('redis sentinel: a forced failover fails operations fast, then service resumes on the new master with the data', async (t) => {
   await setup.flushall();
