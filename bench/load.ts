@@ -9,6 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
+import { SseBlocks } from './lib/sse-blocks.js';
 
 export type Job =
   | { kind: 'rpc'; url: string; concurrency: number; warmupMs: number; durationMs: number }
@@ -286,36 +287,12 @@ async function idleClose(): Promise<IdleResult> {
   return { opened, failed: 0 };
 }
 
-/** Reads SSE event blocks (blank-line separated) from a body as they arrive. */
-class BlockReader {
-  readonly #it: AsyncIterator<Buffer>;
-  #buffer = '';
-
-  constructor(body: AsyncIterable<Buffer>) {
-    this.#it = body[Symbol.asyncIterator]();
-  }
-
-  async next(): Promise<string | undefined> {
-    for (;;) {
-      const end = this.#buffer.indexOf('\n\n');
-      if (end >= 0) {
-        const block = this.#buffer.slice(0, end);
-        this.#buffer = this.#buffer.slice(end + 2);
-        return block;
-      }
-      const { value, done } = await this.#it.next();
-      if (done) return undefined;
-      this.#buffer += value.toString('utf8');
-    }
-  }
-}
-
 function idOfBlock(block: string): string | undefined {
   return block.match(/^id: ?(.*)$/m)?.[1];
 }
 
 /** Reads event blocks until `count` events with data arrived; resolves with their ids. */
-async function readEvents(reader: BlockReader, count: number, onFirst?: () => void): Promise<string[]> {
+async function readEvents(reader: SseBlocks, count: number, onFirst?: () => void): Promise<string[]> {
   const ids: string[] = [];
   while (ids.length < count) {
     const block = await reader.next();
@@ -344,7 +321,7 @@ async function resume(job: Extract<Job, { kind: 'resume' }>): Promise<ResumeResu
   const first = new AbortController();
   const stream = await pool.request({ path, method: 'GET', headers: sseHeaders(), signal: first.signal });
   if (stream.statusCode !== 200) throw new Error(`GET answered ${stream.statusCode}`);
-  const reader = new BlockReader(stream.body as AsyncIterable<Buffer>);
+  const reader = new SseBlocks(stream.body);
   const call = await pool.request({
     path,
     method: 'POST',
@@ -374,7 +351,7 @@ async function resume(job: Extract<Job, { kind: 'resume' }>): Promise<ResumeResu
           continue;
         }
         if (res.statusCode !== 200) throw new Error(`resumption answered ${res.statusCode}`);
-        const replay = new BlockReader(res.body as AsyncIterable<Buffer>);
+        const replay = new SseBlocks(res.body);
         const timer = setTimeout(() => abort.abort(), Math.max(1, deadline - Date.now()));
         try {
           await readEvents(replay, job.events, () => (firstAt = performance.now()));

@@ -67,31 +67,4 @@ function scripted(res: ServerResponse): ScriptedStream {
 }
 
 /** Reads an SSE body and hands out complete events (blank-line separated blocks) as they arrive. */
-export class SseReader {
-  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
-  readonly #decoder = new TextDecoder();
-  #buffer = '';
-
-  constructor(body: ReadableStream<Uint8Array>) {
-    this.#reader = body.getReader();
-  }
-
-  /** The next complete event block, or undefined when the stream ended. */
-  async next(): Promise<string | undefined> {
-    for (;;) {
-      const end = this.#buffer.indexOf('\n\n');
-      if (end >= 0) {
-        const block = this.#buffer.slice(0, end);
-        this.#buffer = this.#buffer.slice(end + 2);
-        return block;
-      }
-      const { value, done } = await this.#reader.read();
-      if (done) return undefined;
-      this.#buffer += this.#decoder.decode(value, { stream: true });
-    }
-  }
-
-  cancel(): Promise<void> {
-    return this.#reader.cancel();
-  }
-}
+export { SseBlocks as SseReader } from '../../bench/lib/sse-blocks.js';
