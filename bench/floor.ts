@@ -1,8 +1,8 @@
 /**
  * The floor of any Node.js proxy on this machine, for benchmarks: node:http in front, an undici
  * Pool behind (as the gateway), bodies streamed both ways, nothing else. No routing, no store, no
- * metrics, no cursors: what remains of the gateway's cost above this line is its own work. Bodies
- * are relayed as the gateway relays them (write, pause on backpressure, end).
+ * metrics, no cursors: what remains of the gateway's cost above this line is its own work. Headers
+ * are filtered and bodies relayed by the gateway's own code (src/headers.ts, src/relay.ts).
  *
  *   node build/bench/floor.js --port N --upstream http://127.0.0.1:PORT/mcp
  *
@@ -12,17 +12,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
-
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'content-length', 'te', 'trailer', 'upgrade']);
-
-function endToEnd(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const name in headers) {
-    const value = headers[name];
-    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
-  }
-  return out;
-}
+import { endToEnd } from '../src/headers.js';
+import { relay } from '../src/relay.js';
+import { isEventStream } from '../src/upstream.js';
 
 const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } });
 if (!values.upstream) throw new Error('--upstream URL is required');
@@ -44,16 +36,8 @@ const server = createServer((req, res) => {
         (answer) => {
           res.writeHead(answer.statusCode, endToEnd(answer.headers));
           // An SSE stream's headers leave at once; any other answer's with its body.
-          if (String(answer.headers['content-type']).startsWith('text/event-stream')) res.flushHeaders();
-          res.once('close', () => answer.body.destroy());
-          answer.body.on('data', (chunk: Buffer) => {
-            if (!res.write(chunk)) {
-              answer.body.pause();
-              res.once('drain', () => answer.body.resume());
-            }
-          });
-          answer.body.once('end', () => res.end());
-          answer.body.once('error', () => res.destroy());
+          if (isEventStream(answer)) res.flushHeaders();
+          relay(answer.body, res);
         },
         () => {
           res.writeHead(502).end();

@@ -93,7 +93,6 @@ export function newIncarnationId(): string {
     idPoolAt = 0;
   }
   const id = idPool.toString('base64url', idPoolAt, idPoolAt + INCARNATION_BYTES);
-  idPool.fill(0, idPoolAt, idPoolAt + INCARNATION_BYTES);
   idPoolAt += INCARNATION_BYTES;
   return id;
 }
