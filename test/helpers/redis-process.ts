@@ -6,9 +6,8 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { onExit } from 'signal-exit';
@@ -94,15 +93,7 @@ export function exitOf(proc: ChildProcess): Promise<void> {
 }
 
 /** A port that was free a moment ago; redis-server binds it with SO_REUSEADDR. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  if (address === null || typeof address === 'string') throw new Error('no TCP address');
-  return address.port;
-}
+export { freePort } from '../../bench/lib/procs.js';
 
 /** Sends one command over a fresh connection; an error reply resolves as an Error, a closed connection rejects. */
 export function command(port: number, args: string[]): Promise<Reply> {
