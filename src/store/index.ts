@@ -2,7 +2,7 @@
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../logger.js';
 import { createMemoryStore } from './memory.js';
-import { createRedisStore } from './redis.js';
+import { createRedisStore } from './redis/index.js';
 import type { Store } from './types.js';
 
 export type { Store } from './types.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createRedisStore } from '../../src/store/redis.js';
+import { createRedisStore } from '../../src/store/redis/index.js';
 import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';

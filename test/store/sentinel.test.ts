@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import t from 'tap';
-import { createRedisStore, sessionKey } from '../../src/store/redis.js';
+import { createRedisStore } from '../../src/store/redis/index.js';
+import { sessionKey } from '../../src/store/redis/keys.js';
 import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisSentinel, type RedisSentinel } from '../helpers/redis-sentinel.js';

@@ -1,0 +1,119 @@
+/**
+ * The client for the configured topology (one node, a Cluster, or a master found through
+ * Sentinel), every one failing fast: no offline queue for callers, a timeout on every command,
+ * and reconnection forever in the background (CONTRACT.md §7).
+ */
+
+import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+
+/** Where the store's Redis is and how long to wait for it. */
+export interface ConnectionOptions {
+  /** One Redis node; with `sentinel`, only its user, password, database and TLS (the master's). */
+  url: string;
+  /** A Redis Cluster, from these seed nodes (each a URL, all with the same scheme and credentials). */
+  cluster?: { readonly nodes: readonly string[] } | undefined;
+  /** The master that these sentinels (URLs, their own credentials) know by `name`. */
+  sentinel?: { readonly nodes: readonly string[]; readonly name: string } | undefined;
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+}
+
+/** Reconnect forever, backing off to one second at most, so service comes back by itself. */
+const backoff = (attempt: number): number => Math.min(50 * 2 ** attempt, 1000);
+
+/** Where one node is and how to log in to it, from its URL; nothing of it is ever logged. */
+function nodeOptions(url: string): { host: string; port: number; username?: string; password?: string; db?: number; tls?: object } {
+  const parsed = new URL(url);
+  const db = Number(parsed.pathname.slice(1) || '0');
+  return {
+    // URL keeps the brackets of an IPv6 literal; the socket wants the bare address.
+    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: Number(parsed.port || '6379'),
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(Number.isSafeInteger(db) && db > 0 ? { db } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+/** A client for the configured topology, every one with the same fail-fast settings. */
+export function connect(opts: ConnectionOptions): Redis | Cluster {
+  const failFast = {
+    // A host that drops packets must not hold a connection attempt open: fail it and retry.
+    connectTimeout: opts.connectTimeoutMs,
+    // A blocked or paused Redis must become a fast 503, never a request that hangs (CONTRACT §7).
+    // withDeadline() bounds each operation at commandTimeoutMs without losing replies that arrived
+    // during an event-loop stall; this client-side timeout, set to twice that, is only a backstop.
+    commandTimeout: opts.commandTimeoutMs * 2,
+    // A command cut off by a lost connection fails at once instead of waiting to be retried...
+    maxRetriesPerRequest: 0,
+    // ...and is never resent later, after its caller has been told that it failed.
+    autoResendUnfulfilledCommands: false,
+  } satisfies RedisOptions;
+
+  if (opts.cluster) {
+    const seeds = opts.cluster.nodes.map(nodeOptions);
+    // The cluster logs in to every node it discovers the same way; the configuration checks that
+    // the seeds agree (src/config/load.ts).
+    const { username, password, tls } = seeds[0] ?? {};
+    return new Cluster(
+      seeds.map(({ host, port }): ClusterNode => ({ host, port })),
+      {
+        redisOptions: { ...failFast, username, password, tls },
+        // Not to queue callers' commands (run() refuses them while the cluster is not ready), but
+        // because ioredis needs it to send a command to a node whose connection is still being
+        // set up: without it, its own ready check and concurrent first commands to a node fail.
+        // Those wait in the node's queue, bounded by commandTimeout like any command.
+        enableOfflineQueue: true,
+        clusterRetryStrategy: backoff,
+        // A node lost or a cluster down fails the command at once (0: no delayed retry, which
+        // would resend it after its caller has been told it failed); MOVED and ASK are still
+        // followed at once, and a MOVED refreshes the slot map, so service follows a failover.
+        retryDelayOnFailover: 0,
+        retryDelayOnClusterDown: 0,
+        slotsRefreshTimeout: opts.connectTimeoutMs,
+        // Every script writes (reads extend TTLs): masters only.
+        scaleReads: 'master',
+      },
+    );
+  }
+
+  if (opts.sentinel) {
+    const sentinels = opts.sentinel.nodes.map(nodeOptions);
+    const { username: sentinelUsername, password: sentinelPassword, tls: sentinelTLS } = sentinels[0] ?? {};
+    const { username, password, db, tls } = nodeOptions(opts.url);
+    return new Redis({
+      ...failFast,
+      sentinels: sentinels.map(({ host, port }) => ({ host, port })),
+      name: opts.sentinel.name,
+      // Every script writes: the master only, never a replica.
+      role: 'master',
+      sentinelUsername,
+      sentinelPassword,
+      sentinelTLS,
+      username,
+      password,
+      db,
+      tls,
+      enableTLSForSentinelMode: tls !== undefined,
+      sentinelCommandTimeout: opts.commandTimeoutMs,
+      // All sentinels unreachable: ask them again, backing off to one second at most.
+      sentinelRetryStrategy: backoff,
+      // The failover detector's connection to a sentinel that restarted (ioredis waits a minute).
+      sentinelReconnectStrategy: backoff,
+      // Reconnect as soon as a sentinel announces a new master (+switch-master)...
+      failoverDetector: true,
+      // ...or as soon as the old one answers as a replica; the failed command is not resent.
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      enableOfflineQueue: false,
+      retryStrategy: backoff,
+    });
+  }
+
+  return new Redis(opts.url, {
+    ...failFast,
+    // No queue while disconnected: a command fails at once instead of waiting for a reconnection.
+    enableOfflineQueue: false,
+    retryStrategy: backoff,
+  });
+}

@@ -1,0 +1,45 @@
+/**
+ * Where the Redis store keeps what: every key of one session (its record, its incarnations and
+ * their positions) shares one hash tag, so each script runs on one cluster node; the fleet's keys
+ * share another.
+ */
+
+import { createHash } from 'node:crypto';
+
+/**
+ * The key of a session's record. The hash tag is a digest of the id, not the id itself: a raw id
+ * may contain braces, which would move the tag and split one session's keys across cluster slots.
+ */
+export function sessionKey(keyPrefix: string, sessionId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:session`;
+}
+
+/**
+ * The record of an incarnation, in its session's slot, so that one script can update both. The
+ * id comes last and raw: braces after the tag do not move it.
+ */
+export function incarnationKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:inc:${incarnationId}`;
+}
+
+/**
+ * The positions of an incarnation. Not `inc:<id>:ids`: an incarnation whose id ends in `:ids`
+ * would then share a key with another one's positions.
+ */
+export function positionsKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:pos:${incarnationId}`;
+}
+
+/** The fleet's cursor secret (E2). */
+export function secretKey(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:cursor-secret`;
+}
+
+/** The one hash that holds every replica's fleet epoch. */
+export function epochsKey(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:epochs`;
+}
+
+function sessionTag(sessionId: string): string {
+  return createHash('sha1').update(sessionId).digest('base64url');
+}

@@ -1,0 +1,118 @@
+/** The script that records a batch of events: the one the gateway runs most, per stream. */
+
+import type { Cluster, Redis } from 'ioredis';
+import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.js';
+
+/**
+ * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
+ * requests, trims to maxPositions and extends the TTL; first creates the incarnation when asked to
+ * open it and it has no record (never superseding: the session key is not among KEYS).
+ * KEYS: incarnation, positions.
+ * ARGV: attach, fromSeq, maxPositions, ttlMs, open ('1' or '0'), then sessionId, owner, kind and
+ * pending (JSON) of the incarnation to open ('' each when open is '0'), then k, then k responded
+ * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument.
+ *
+ * One argument for all the ids, not one each: a batch holds thousands of events when a replica
+ * streams fast, and the client's cost per argument was most of the gateway's cost per event. An SSE
+ * id never contains LF (the line ends there), and the script checks that it finds exactly n.
+ *
+ * Pending ids are compared as the JSON text that JSON.stringify wrote, never decoded: cjson would
+ * round large numbers, and 1 and "1" are different ids. The pending array is written by
+ * JSON.stringify (no whitespace, strings and numbers only), which is what elements() splits.
+ */
+const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}
+local function elements(json)
+  local out, i = {}, 2
+  while i < #json do
+    local j
+    if string.sub(json, i, i) == '"' then
+      j = i + 1
+      while true do
+        j = string.find(json, '["\\\\]', j)
+        if string.sub(json, j, j) == '"' then break end
+        j = j + 2
+      end
+    else
+      j = (string.find(json, ',', i, true) or #json) - 1
+    end
+    out[#out + 1] = string.sub(json, i, j)
+    i = j + 2
+  end
+  return out
+end
+
+local k = tonumber(ARGV[10])
+local n = tonumber(ARGV[11 + k])
+local ids = {}
+if n > 0 then
+  local joined, at = ARGV[12 + k], 1
+  while true do
+    local lf = string.find(joined, '\\n', at, true)
+    if lf == nil then
+      ids[#ids + 1] = string.sub(joined, at)
+      break
+    end
+    ids[#ids + 1] = string.sub(joined, at, lf - 1)
+    at = lf + 1
+  end
+end
+if #ids ~= n then return redis.error_reply('upstream ids: expected ' .. n .. ', found ' .. #ids) end
+
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+  create(ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
+end
+
+local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending')
+local head, base = tonumber(m[2]), tonumber(m[3])
+if not recorded(head, base) then return 'missing' end
+local from = tonumber(ARGV[2])
+if m[1] ~= 'open' or tonumber(m[4]) ~= tonumber(ARGV[1]) then return 'stale' end
+if from ~= head + 1 then
+  -- A retry of a batch that did land (its first attempt timed out on the client) is 'ok'.
+  if from < base or from + n - 1 > head then return 'stale' end
+  local have = redis.call('LRANGE', KEYS[2], from - base, from - base + n - 1)
+  for i = 1, n do
+    if have[i] ~= ids[i] then return 'stale' end
+  end
+  return 'ok'
+end
+
+-- In chunks: unpack() of too many values overflows the Lua stack.
+for i = 1, n, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, n)))
+end
+head = head + n
+
+local pending = m[5]
+if k > 0 then
+  local kept = elements(pending)
+  -- One response settles one request (a multiset, like the requests themselves).
+  for r = 11, 10 + k do
+    for p = 1, #kept do
+      if kept[p] == ARGV[r] then
+        table.remove(kept, p)
+        break
+      end
+    end
+  end
+  pending = '[' .. table.concat(kept, ',') .. ']'
+end
+
+local max = tonumber(ARGV[3])
+if head - base + 1 > max then
+  redis.call('LTRIM', KEYS[2], -max, -1)
+  base = head - max + 1
+end
+redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 'ok'
+`;
+
+export interface RecordEventsScripts {
+  gwRecordEvents(incKey: string, posKey: string, ...args: (string | number)[]): Promise<string>;
+}
+
+export function defineRecordEventsScripts(client: Redis | Cluster): void {
+  client.defineCommand('gwRecordEvents', { numberOfKeys: 2, lua: RECORD_EVENTS_LUA });
+}
