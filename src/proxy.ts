@@ -7,7 +7,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from './config/schema.js';
 import { describe, isStoreError, jsonRpcError } from './errors.js';
-import type { Fleet } from './fleet.js';
+import type { Fleet } from './fleet/index.js';
 import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
 import type { Logger } from './logger.js';
 import { NO_REPLICA, type Metrics } from './metrics.js';

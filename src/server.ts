@@ -8,7 +8,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Registry } from 'prom-client';
 import { buildAdmin } from './admin.js';
 import type { Config } from './config/schema.js';
-import { Fleet } from './fleet.js';
+import { Fleet } from './fleet/index.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { jsonRpcError } from './errors.js';

@@ -5,7 +5,7 @@
  * refused early when a replay cannot even be asked for.
  */
 import type { DecodeResult } from '../cursor.js';
-import type { Health } from '../fleet.js';
+import type { Health } from '../fleet/health.js';
 import type { IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
 
 export const REASONS = ['session_unknown', 'foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;

@@ -8,7 +8,7 @@ import type { ServerResponse } from 'node:http';
 import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor-keys.js';
 import { isStoreError, jsonRpcError } from '../errors.js';
-import type { Fleet } from '../fleet.js';
+import type { Fleet } from '../fleet/index.js';
 import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';

@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import t, { type Test } from 'tap';
-import { Fleet } from '../../src/fleet.js';
+import { Fleet } from '../../src/fleet/index.js';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createMemoryStore } from '../../src/store/memory.js';
