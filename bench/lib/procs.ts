@@ -3,33 +3,21 @@
  * and what the OS says about a process tree: CPU seconds (utime + stime of /proc/PID/stat, all
  * threads, children included) and resident memory (VmRSS).
  */
-import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { once } from 'node:events';
+import { spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
-import { onExit } from 'signal-exit';
+import { createConnection } from 'node:net';
+import { spawnProcess, type Proc } from '../../test/helpers/processes.js';
 
-const running = new Set<ChildProcess>();
-// On exit and on the signals that end a run (Ctrl-C, tap's timeout), nothing is left behind.
-onExit(() => {
-  for (const child of running) child.kill('SIGKILL');
-});
-
-/** A port that was free a moment ago. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  if (address === null || typeof address === 'string') throw new Error('no TCP address');
-  return address.port;
-}
+// One lifecycle for the children of tests and benchmarks (test/helpers/processes.ts): they die
+// with the run, on exit and on the signals that end one (Ctrl-C, tap's timeout).
+export { freePort } from '../../test/helpers/processes.js';
+export { waitFor } from '../../test/helpers/wait.js';
 
 export interface Child {
   readonly proc: ChildProcess;
   readonly pid: number;
+  /** The shared process handle, for readyLine() and the like. */
+  readonly handle: Proc;
   /** Resolves once the process has exited. */
   readonly exited: Promise<void>;
   /** Sends `signal` (SIGTERM by default), then SIGKILL after `graceMs`; resolves on exit. */
@@ -38,43 +26,17 @@ export interface Child {
 
 /** A child process that is killed when the run ends, whatever way it ends. */
 export function startChild(command: string, args: readonly string[], options: SpawnOptions = {}): Child {
-  const proc = spawn(command, args, { stdio: 'ignore', ...options });
-  if (proc.pid === undefined) throw new Error(`cannot start ${command}`);
-  running.add(proc);
-  const exited = new Promise<void>((resolve) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-    proc.once('exit', () => resolve());
-    proc.once('error', () => resolve());
-  }).then(() => {
-    running.delete(proc);
-  });
+  const handle = spawnProcess(command, args, options);
+  if (handle.child.pid === undefined) throw new Error(`cannot start ${command}`);
   return {
-    proc,
-    pid: proc.pid,
-    exited,
+    proc: handle.child,
+    pid: handle.pid,
+    handle,
+    exited: handle.exited.then(() => undefined),
     async stop(signal = 'SIGTERM', graceMs = 3000) {
-      if (!running.has(proc)) return;
-      proc.kill(signal);
-      const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(timer);
+      await handle.stop(signal, graceMs);
     },
   };
-}
-
-/** Polls `check` every 20 ms until it is true; throws after `deadlineMs`, with the last error seen. */
-export async function waitFor(what: string, deadlineMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      last = err;
-    }
-    await delay(20);
-  }
-  throw new Error(`${what}: not within ${deadlineMs} ms${last ? ` (last error: ${String(last)})` : ''}`);
 }
 
 /** True when something accepts TCP connections on 127.0.0.1:port. */

@@ -9,10 +9,10 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { stringify } from 'yaml';
+import { jsonLine, readyLine } from '../../test/helpers/processes.js';
 import { accepts, freePort, have, startChild, waitFor, type Child } from './procs.js';
 
 const BUILD = new URL('../../', import.meta.url);
@@ -57,19 +57,14 @@ export interface RedisServer {
 
 /** Reads one JSON line from a child's stdout (the replicas print one when they listen). */
 async function firstJsonLine(child: Child, what: string): Promise<Record<string, unknown>> {
-  const stdout = child.proc.stdout;
-  if (!stdout) throw new Error(`${what}: no stdout`);
-  const lines = createInterface({ input: stdout });
-  const line = await Promise.race([
-    new Promise<string>((resolve) => lines.once('line', resolve)),
-    child.exited.then(() => {
-      throw new Error(`${what} exited before listening`);
-    }),
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} did not listen`)), START_DEADLINE_MS).unref()),
-  ]);
+  const line = await readyLine(child.handle, what, (text) => {
+    const parsed = jsonLine(text);
+    if (parsed === undefined) throw new Error('not a JSON object');
+    return parsed;
+  }, START_DEADLINE_MS);
   // The rest of its output is drained, never read.
-  stdout.resume();
-  return JSON.parse(line) as Record<string, unknown>;
+  child.proc.stdout?.resume();
+  return line;
 }
 
 export async function startFastUpstream(workers = 1): Promise<Upstream> {

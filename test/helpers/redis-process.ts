@@ -1,43 +1,26 @@
 /**
- * What the Redis helpers (single server, cluster, sentinel) share: redis-server processes on free loopback ports,
- * killed on teardown and on process exit (including the SIGTERM that tap sends to a test that
- * times out), bounded polling, and one command at a time over a raw socket, so that the helpers
- * stay independent of the client under test.
+ * What the Redis helpers (single server, cluster, sentinel) share: redis-server processes on free
+ * loopback ports (through processes.ts, so killed on teardown and whenever the run ends), and one
+ * command at a time over a raw socket, so that the helpers stay independent of the client under
+ * test.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { onExit } from 'signal-exit';
+import { spawnProcess, type Teardown } from './processes.js';
+import { POLL_INTERVAL_MS } from './wait.js';
 
-/** Anything with tap's teardown, so that the processes die with the test that started them. */
-export interface Teardown {
-  teardown(fn: () => unknown): void;
-}
+export type { Teardown } from './processes.js';
+export { freePort } from './processes.js';
+export { waitFor, POLL_INTERVAL_MS } from './wait.js';
 
 export type Reply = string | number | null | Error | Reply[];
 
-const READY_DEADLINE_MS = 10_000;
-export const POLL_INTERVAL_MS = 20;
+const READY_DEADLINE_MS = 30_000;
 /** A command to a server that is up answers in microseconds; this only bounds a stuck one. */
-const COMMAND_DEADLINE_MS = 1_000;
-
-/** Polls `check` until it returns true; throws, with the last thing `check` saw, after `deadlineMs`. */
-export async function waitFor(what: string, deadlineMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      last = err;
-    }
-    await delay(POLL_INTERVAL_MS);
-  }
-  throw new Error(`${what}: not within ${deadlineMs} ms${last ? ` (last error: ${String(last)})` : ''}`);
-}
+const COMMAND_DEADLINE_MS = 5_000;
 
 export interface RedisProcess {
   readonly port: number;
@@ -53,22 +36,13 @@ export interface RedisProcess {
  * waits until it answers PING as itself: another test file may have taken the port meanwhile.
  */
 export async function spawnRedis(t: Teardown, opts: { dir: string; port: number; logfile: string; args: string[] }): Promise<RedisProcess> {
-  const proc = spawn('redis-server', opts.args, { cwd: opts.dir, stdio: 'ignore' });
-  const exited = exitOf(proc);
+  const proc = spawnProcess('redis-server', opts.args, { cwd: opts.dir, t });
+  const exited = proc.exited.then(() => undefined);
   const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
-    proc.kill(signal);
-    await exited;
+    await proc.kill(signal);
   };
-  // SIGKILL: nothing needs saving.
-  const removeExitHook = onExit(() => {
-    proc.kill('SIGKILL');
-  });
-  t.teardown(async () => {
-    await kill();
-    removeExitHook();
-  });
-  const deadline = Date.now() + READY_DEADLINE_MS;
-  while (proc.exitCode === null && proc.signalCode === null && Date.now() < deadline) {
+  const deadline = performance.now() + READY_DEADLINE_MS;
+  while (proc.exit === undefined && performance.now() < deadline) {
     if ((await command(opts.port, ['PING']).catch(() => '')) === 'PONG') {
       const info = await command(opts.port, ['INFO', 'server']);
       if (typeof info === 'string' && info.includes(`process_id:${proc.pid}\r\n`)) {
@@ -82,18 +56,6 @@ export async function spawnRedis(t: Teardown, opts: { dir: string; port: number;
   await kill();
   throw new Error(`redis-server on port ${opts.port} did not answer PING:\n${log}`);
 }
-
-/** Resolves once `proc` has exited (at once if it already has) or failed to start. */
-export function exitOf(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    proc.once('exit', () => resolve());
-    proc.once('error', () => resolve());
-  });
-}
-
-/** A port that was free a moment ago; redis-server binds it with SO_REUSEADDR. */
-export { freePort } from '../../bench/lib/procs.js';
 
 /** Sends one command over a fresh connection; an error reply resolves as an Error, a closed connection rejects. */
 export function command(port: number, args: string[]): Promise<Reply> {

@@ -10,23 +10,24 @@
  * The replay runs `npm ci` twice (about 70 s here, from npm's cache); MCP_GATEWAY_OPS_IMAGE=0 skips
  * it. Paths inside the image are relative to its WORKDIR.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parse, stringify } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
+import { jsonLine, readyLine, spawnProcess, type Proc } from '../helpers/processes.js';
+import { bound, waitFor } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const read = (path: string) => readFileSync(`${ROOT}${path}`, 'utf8');
 /** The replay as a whole; it took about 70 s on a 2-core machine with a warm npm cache. */
 const REPLAY_BOUND_MS = 240_000;
 const STEP_BOUND_MS = 180_000;
-const START_BOUND_MS = 15_000;
+/** Bounds each start and check of the image's programs; a limit on failure, not an expected duration. */
+const START_BOUND_MS = bound(15_000);
 
 interface Instruction {
   op: string;
@@ -197,9 +198,8 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
   t.match(checked, /^config\/gateway\.yaml: ok \(3 replicas, store memory\)/, 'the image validates its own configuration');
 
   // Start it: the image's configuration with loopback ports and one demo replica from the image.
-  const replica = spawn('node', ['dist/demo/replica.js', '--id', 'r1', '--port', '0'], { cwd: image, env: runEnv, stdio: ['ignore', 'pipe', 'inherit'] });
-  t.teardown(() => stop(replica));
-  const replicaUrl = String((await firstLine(replica, (l) => l['event'] === 'listening'))['url']);
+  const replica = spawnProcess('node', ['dist/demo/replica.js', '--id', 'r1', '--port', '0'], { cwd: image, env: runEnv, stdio: ['ignore', 'pipe', 'inherit'], t });
+  const replicaUrl = String((await firstLine(replica, 'the demo replica', (l) => l['event'] === 'listening'))['url']);
   const config = parse(readFileSync(join(image, 'config/gateway.yaml'), 'utf8')) as Record<string, unknown>;
   Object.assign(config, {
     listen: { host: '127.0.0.1', port: 0 },
@@ -209,16 +209,18 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
   });
   const file = join(work, 'gateway.yaml');
   writeFileSync(file, stringify(config));
-  const gateway = spawn(program!, [...entryArgs, '--config', file], { cwd: image, env: runEnv, stdio: ['ignore', 'pipe', 'inherit'] });
-  t.teardown(() => stop(gateway));
-  const listening = await firstLine(gateway, (l) => l['msg'] === 'gateway listening');
+  const gateway = spawnProcess(program!, [...entryArgs, '--config', file], { cwd: image, env: runEnv, stdio: ['ignore', 'pipe', 'inherit'], t });
+  const listening = await firstLine(gateway, 'the gateway', (l) => l['msg'] === 'gateway listening');
   const adminUrl = String(listening['admin']);
   const mcpUrl = String(listening['mcp']);
 
   const healthz = await fetch(`${adminUrl}/healthz`);
   t.equal(healthz.status, 200, '/healthz 200');
   await healthz.text();
-  t.equal(await eventually(async () => (await fetch(`${adminUrl}/readyz`)).status, 200), 200, '/readyz 200 once the replica is probed');
+  await t.resolves(
+    waitFor('/readyz 200', START_BOUND_MS, async () => (await fetch(`${adminUrl}/readyz`)).status === 200),
+    '/readyz 200 once the replica is probed',
+  );
 
   // The HEALTHCHECK command itself, as docker runs it (CMD exec form, in the WORKDIR).
   const healthcheck = one(runtime, 'HEALTHCHECK').args;
@@ -236,9 +238,7 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
   t.ok(initialize.headers.get('mcp-session-id'), 'a session is bound');
   await initialize.text();
 
-  const exited = once(gateway, 'exit', { signal: AbortSignal.timeout(START_BOUND_MS) });
-  gateway.kill('SIGTERM');
-  const [code] = (await exited) as [number | null];
+  const { code } = await gateway.stop('SIGTERM', START_BOUND_MS);
   t.equal(code, 0, 'SIGTERM: exit 0');
   let failed = false;
   try {
@@ -248,44 +248,19 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
   }
   t.ok(failed, 'the HEALTHCHECK command fails once the gateway is gone');
 
-  const elapsed = Date.now() - started;
-  t.comment(`replay took ${(elapsed / 1000).toFixed(1)} s: ${timings.join('; ')}`);
-  t.ok(elapsed < REPLAY_BOUND_MS, `the replay completes within ${REPLAY_BOUND_MS / 1000} s`);
+  // How long it took is reported, not asserted: the file's timeout bounds it.
+  t.comment(`replay took ${((Date.now() - started) / 1000).toFixed(1)} s: ${timings.join('; ')}`);
 });
 
-/** The first JSON line on the child's stdout that `match` accepts. */
-function firstLine(child: ChildProcess, match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no such line in time')), START_BOUND_MS);
-    createInterface({ input: child.stdout! }).on('line', (text) => {
-      let line: Record<string, unknown>;
-      try {
-        line = JSON.parse(text) as Record<string, unknown>;
-      } catch {
-        return;
-      }
-      if (match(line)) {
-        clearTimeout(timer);
-        resolve(line);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before the expected line`)));
-  });
-}
-
-async function eventually<T>(probe: () => Promise<T>, want: T): Promise<T> {
-  const deadline = Date.now() + START_BOUND_MS;
-  let last = await probe();
-  while (last !== want && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    last = await probe();
-  }
-  return last;
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGKILL');
-  await exited;
+/** The first JSON line on the process's stdout that `match` accepts. */
+function firstLine(proc: Proc, what: string, match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  return readyLine(
+    proc,
+    what,
+    (text) => {
+      const line = jsonLine(text);
+      return line !== undefined && match(line) ? line : undefined;
+    },
+    START_BOUND_MS,
+  );
 }

@@ -1,0 +1,39 @@
+/**
+ * Waiting in tests without sleeping as synchronisation, and time bounds that hold on a slow,
+ * shared machine (CI runs on one core, beside other work).
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+
+/**
+ * What a loaded machine may add to any bound: a stall of the event loop, a process scheduled late.
+ * Bounds in tests are a configured timeout plus this, never a bare "under N ms"; speed is measured
+ * in bench/, not asserted here.
+ */
+export const SLACK_MS = 5_000;
+
+/** The upper bound for something the configuration says takes at most `configuredMs`. */
+export function bound(configuredMs: number): number {
+  return configuredMs + SLACK_MS;
+}
+
+/** How often waitFor looks again: often enough not to slow a test down, rarely enough not to load it. */
+export const POLL_INTERVAL_MS = 20;
+
+/**
+ * Polls `check` until it returns true; throws after `deadlineMs`, saying what it waited for and
+ * the last error `check` threw (a check that throws counts as not yet).
+ */
+export async function waitFor(what: string, deadlineMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
+  const deadline = performance.now() + deadlineMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      last = err;
+    }
+    if (performance.now() >= deadline) break;
+    await delay(POLL_INTERVAL_MS);
+  }
+  throw new Error(`${what}: not within ${deadlineMs} ms${last === undefined ? '' : ` (last error: ${String(last)})`}`);
+}
