@@ -1,7 +1,7 @@
 /**
  * Load: 1,000 sessions with open GET streams across two gateway instances (real Redis, three demo
- * replicas as child processes), then a reconnect storm of all of them within a second through the
- * cutting balancer. Every reconnection must be decided, continued (every owner is alive), none may
+ * replicas as child processes), then a reconnect storm of all of them at once through the cutting
+ * balancer (how long sending them took is reported, not asserted). Every reconnection must be decided, continued (every owner is alive), none may
  * hang, none may be a 5xx, and the resumed streams must be live.
  *
  * Raw HTTP throughout: the SDK client is too heavy for a thousand sessions in one process. The
@@ -31,6 +31,7 @@ import {
 import { rawStreams, type RawStream } from '../helpers/raw-sse.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { spawnReplicas } from '../helpers/replicas.js';
+import { bound, waitFor } from '../helpers/wait.js';
 
 const SESSIONS = 1_000;
 /** Requests in flight at once while setting up: enough to be quick, few enough not to be a storm itself. */
@@ -38,6 +39,9 @@ const SETUP_CONCURRENCY = 50;
 /** Every reconnection must have its response headers by then, counted from the first one sent. */
 const STORM_DEADLINE_MS = 30_000;
 const SAMPLE = 50;
+/** Bounds on failure, not expected durations. */
+const RELEASE_DEADLINE_MS = bound(5_000);
+const EVENT_DEADLINE_MS = bound(10_000);
 const CURSOR = /^1\.[A-Za-z0-9_-]{16}\.[0-9a-z]+\.[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{22}$/;
 
 // About 50 s on an idle 2-core machine; up to 100 s seen while other builds shared the cores.
@@ -161,7 +165,6 @@ t.test(`a reconnect storm of ${SESSIONS} sessions through the cutting balancer: 
   const lastHeaders = Math.max(...resumed.map((s) => s.headersAt));
   const firstSent = Math.min(...resumed.map((s) => s.sentAt));
 
-  t.ok(firedMs < 1_000, `all ${SESSIONS} reconnections sent within one second (${Math.round(firedMs)} ms)`);
   t.equal(resumed.length, SESSIONS, `every reconnection was answered within ${STORM_DEADLINE_MS / 1000} s`);
   t.equal(serverErrors, 0, 'no 5xx');
   t.equal(continued.length, SESSIONS, `every reconnection continued; outcomes: ${describeCounts(outcomes)}`);
@@ -205,12 +208,11 @@ t.test(`a reconnect storm of ${SESSIONS} sessions through the cutting balancer: 
   );
 
   // Old streams released: each instance holds only the resumed streams.
-  const deadline = performance.now() + 5_000;
-  let held = await Promise.all(registries.map((r) => openStreams(r)));
-  while (held.reduce((a, b) => a + b, 0) !== continued.length && performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  let held: number[] = [];
+  await waitFor('old streams released', RELEASE_DEADLINE_MS, async () => {
     held = await Promise.all(registries.map((r) => openStreams(r)));
-  }
+    return held.reduce((a, b) => a + b, 0) === continued.length;
+  }).catch(() => undefined);
   t.equal(held.reduce((a, b) => a + b, 0), continued.length, `the instances hold exactly the resumed streams (${held.join(' + ')})`);
 
   // Live: a new event on a sample of sessions arrives on the resumed stream, under a new cursor.
@@ -220,7 +222,7 @@ t.test(`a reconnect storm of ${SESSIONS} sessions through the cutting balancer: 
     const stream = results[i]!.stream!;
     const before = stream.events.items.length;
     await emitOne(balancer.url, sessionIds[i]!, 3);
-    const events = await stream.events.until(before + 1, 10_000).catch(() => stream.events.items);
+    const events = await stream.events.until(before + 1, EVENT_DEADLINE_MS).catch(() => stream.events.items);
     const event = events[before];
     const ok =
       before === 0 &&

@@ -3,6 +3,7 @@ import { createRedisStore } from '../../src/store/redis/index.js';
 import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
+import { bound } from '../helpers/wait.js';
 import { operations, redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
@@ -65,6 +66,7 @@ t.test('redis cluster: a master lost fails operations fast with StoreError, neve
     );
     const ms = performance.now() - start;
     t.ok(['ok', 'StoreError/GW_STORE_UNAVAILABLE'].includes(outcome), `${op}: ${outcome}`);
-    t.ok(ms < 2 * COMMAND_TIMEOUT_MS + 250, `${op} settled in ${ms.toFixed(0)} ms`);
+    // Up to one command timeout waiting for a connection attempt in flight, then one for the command.
+    t.ok(ms < bound(2 * COMMAND_TIMEOUT_MS), `${op} settled in ${ms.toFixed(0)} ms, not a hang`);
   }
 });

@@ -1,7 +1,8 @@
 /**
  * The one contract every Store implementation passes (src/store/types.ts). Time is abstract here:
  * `tick()` lets a little store time pass (the memory store advances its injected clock, the Redis
- * store waits a few real milliseconds), and expiry is awaited by ticking with a bounded count.
+ * store waits a tenth of its short TTL in real time), and expiry is awaited by ticking with a
+ * bounded count.
  */
 
 import { setTimeout as delay } from 'node:timers/promises';
@@ -38,6 +39,15 @@ const ODD_IDS = [
 ];
 
 /**
+ * Redis keeps time itself, so its harness runs on real time: TTLs of seconds and ticks a tenth of
+ * that, so that something touched on every tick outlives a stall of the test process (a loaded,
+ * shared machine) of up to nine ticks. Expiry waits are bounded by a count of ticks, and a stall
+ * only makes each tick longer, so they never end early.
+ */
+const REDIS_SHORT_TTL_MS = 2_000;
+const REDIS_TICK_MS = 200;
+
+/**
  * The harness of a Redis-backed store (single server, Cluster or Sentinel): the data flushed
  * first, real time, and every client the test made closed at the end.
  */
@@ -52,8 +62,8 @@ export function redisHarness(flushall: () => Promise<void>, makeStore: () => Sto
         stores.push(peer);
         return peer;
       },
-      shortTtlMs: 200,
-      tick: () => delay(20),
+      shortTtlMs: REDIS_SHORT_TTL_MS,
+      tick: () => delay(REDIS_TICK_MS),
       now: Date.now,
       close: async () => {
         await Promise.all(stores.map((s) => s.close()));

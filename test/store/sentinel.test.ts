@@ -5,15 +5,19 @@ import { sessionKey } from '../../src/store/redis/keys.js';
 import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisSentinel, type RedisSentinel } from '../helpers/redis-sentinel.js';
+import { bound } from '../helpers/wait.js';
 import { redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
 const COMMAND_TIMEOUT_MS = 250;
-/** An operation waits for a connection attempt in flight (one command timeout), then runs (another). */
-const FAIL_FAST_MS = 2 * COMMAND_TIMEOUT_MS + 250;
+/**
+ * An operation waits for a connection attempt in flight (one command timeout), then runs (another);
+ * what is more is a hang, with room for a loaded machine.
+ */
+const FAIL_FAST_MS = bound(2 * COMMAND_TIMEOUT_MS);
 /** Bounds the wait for service after a failover; a limit on failure, not an expected duration. */
-const RECOVERY_DEADLINE_MS = 20_000;
+const RECOVERY_DEADLINE_MS = bound(20_000);
 const PROBE_INTERVAL_MS = 25;
 
 function makeStore(setup: RedisSentinel): Store {
