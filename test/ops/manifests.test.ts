@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { parse, parseAllDocuments } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
@@ -141,12 +141,11 @@ t.test('haproxy: round-robin over the gateways, readiness on the admin port, no 
     const value = new RegExp(`timeout ${timeout} (\\d+)(ms|s|m|h)`).exec(cfg);
     t.ok(value && duration(`${value[1]}${value[2]}`) >= 600_000, `timeout ${timeout} leaves SSE streams open (at least 10 minutes)`);
   }
-  const haproxy = spawnable('haproxy');
-  if (haproxy) {
+  withTool(t, 'haproxy', 'haproxy -c', (haproxy, t) => {
     // -c: syntax and semantics; the gateways' names do not resolve outside compose (a warning).
     execFileSync(haproxy, ['-c', '-f', `${ROOT}deploy/compose/haproxy.cfg`], { stdio: 'pipe' });
     t.pass('haproxy -c accepts the file');
-  }
+  });
 });
 
 t.test('prometheus and grafana of the compose demo', async (t) => {
@@ -183,11 +182,10 @@ t.test('prometheus and grafana of the compose demo', async (t) => {
   }
   t.ok(dashboard.templating.list.some((v: Any) => v.name === 'datasource' && v.type === 'datasource'));
 
-  const promtool = spawnable('promtool');
-  if (promtool) {
+  withTool(t, 'promtool', 'promtool check rules', (promtool, t) => {
     execFileSync(promtool, ['check', 'rules', `${ROOT}deploy/prometheus/alerts.yml`], { stdio: 'pipe' });
     t.pass('promtool check rules accepts alerts.yml');
-  }
+  });
 });
 
 t.test('alert rules', async (t) => {
@@ -308,14 +306,22 @@ t.test('kubernetes manifests agree with the configuration, the image and each ot
   const rule = k8s('PrometheusRule', 'mcp-resume-gateway');
   t.same(rule.spec, parse(read('deploy/prometheus/alerts.yml')), 'the PrometheusRule carries alerts.yml (node scripts/ops-check.mjs --write)');
 
-  const kubectl = spawnable('kubectl');
-  if (kubectl) {
+  withTool(t, 'kubectl', 'kubectl kustomize', (kubectl, t) => {
     const built = execFileSync(kubectl, ['kustomize', `${ROOT}deploy/k8s`], { encoding: 'utf8' });
     t.equal(parseAllDocuments(built).length, k8sDocs.length, 'kubectl kustomize builds every resource');
-  }
+  });
 });
 
-/** The path of a tool when it is installed; the checks that need it run only then. */
+/**
+ * A check that needs an installed tool, as a subtest of its own: where the tool is missing it is
+ * skipped with the reason in tap's output, never passed in silence. A check that throws fails.
+ */
+function withTool(t: Test, tool: string, title: string, check: (path: string, t: Test) => void): void {
+  const path = spawnable(tool);
+  t.test(title, { skip: path === undefined ? `${tool} is not installed` : false }, async (t) => check(path!, t));
+}
+
+/** The path of a tool when it is installed. */
 function spawnable(name: string): string | undefined {
   for (const dir of (process.env['PATH'] ?? '').split(':')) {
     if (dir && existsSync(`${dir}/${name}`)) return `${dir}/${name}`;
