@@ -2,7 +2,7 @@
  * The command line as an operator runs it (CONTRACT.md §1): a real `node build/src/cli.js` process,
  * its exit code, its stderr for problems and its JSON log lines on stdout.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { startReplica } from '../src/demo/replica.js';
+import { spawnProcess } from './helpers/processes.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 /** Bounds for events that come in milliseconds; reaching one is a failure, never a wait. */
@@ -55,7 +56,8 @@ function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 function start(args: string[], cwd: string, env: Record<string, string> = {}): ChildProcessWithoutNullStreams {
-  return spawn(process.execPath, [CLI, ...args], { cwd, env: cleanEnv(env) });
+  // Killed when the run ends, however it ends.
+  return spawnProcess(process.execPath, [CLI, ...args], { cwd, env: cleanEnv(env), stdio: 'pipe' }).child as ChildProcessWithoutNullStreams;
 }
 
 function finished(child: ChildProcessWithoutNullStreams): Promise<Result> {

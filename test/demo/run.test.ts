@@ -2,10 +2,10 @@
  * `npm run demo -- --exit` as CI runs it: the real command, in a child process, on free ports.
  * What is checked is what the user reads on the terminal.
  */
-import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { spawnProcess } from '../helpers/processes.js';
 
 /** Tests compile to build/test/, sources to build/src/. */
 const RUN_JS = fileURLToPath(new URL('../../src/demo/run.js', import.meta.url));
@@ -20,14 +20,11 @@ interface Finished {
 }
 
 function runDemo(t: Test, args: string[]): Promise<Finished> {
-  const child = spawn(process.execPath, [RUN_JS, '--config', CONFIG, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
+  const { child } = spawnProcess(process.execPath, [RUN_JS, '--config', CONFIG, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], t });
   let stdout = '';
   let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code) => resolve({ code, stdout, stderr }));

@@ -10,7 +10,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { command, freePort, spawnRedis, waitFor, type RedisProcess, type Teardown } from './redis-process.js';
+import { command, freePort, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
+import { waitFor } from './wait.js';
 
 export interface RedisCluster {
   /** redis://127.0.0.1:<port> of each master. */

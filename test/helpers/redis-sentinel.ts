@@ -8,7 +8,8 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { command, fields, freePort, spawnRedis, waitFor, type RedisProcess, type Teardown } from './redis-process.js';
+import { command, fields, freePort, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
+import { waitFor } from './wait.js';
 
 export interface RedisSentinel {
   readonly name: string;
