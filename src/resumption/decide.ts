@@ -1,8 +1,11 @@
 /**
  * The resumption decision of CONTRACT.md §5, as a pure function over what the store and the fleet
  * know. It reads top to bottom like the table: the first check that fails gives the reason.
- * Check 7 (the owner's replay) happens later, against the bytes the owner sends; here it is only
- * refused early when a replay cannot even be asked for.
+ * Check 7 (the owner's replay) happens later, against the bytes the owner sends; here it is
+ * refused early when a replay cannot even be asked for, and decided when the owner was asked and
+ * did not replay. What is learnt while carrying a decision out (the attach's fresh view, an owner
+ * that refuses or no longer knows the session, a replay that fails) goes back into the facts and
+ * the decision is made again: the rule lives here only.
  */
 import type { DecodeResult } from '../cursor.js';
 import type { Health } from '../fleet/health.js';
@@ -24,18 +27,21 @@ export interface ResumptionFacts {
   readonly cursor: DecodeResult;
   /** The cursor's incarnation read at the cursor's position (null: not recorded). */
   readonly view: IncarnationView | null;
+  /** The owner was asked to replay and did not replay exactly (check 7, known only by asking). */
+  readonly replayFailed?: boolean;
 }
 
 export type Decision =
   /** Answered as R3: 404 Session not found. */
   | { readonly kind: 'not_found'; readonly reason: Reason }
   /** The owner is only suspected (R4): 503 with Retry-After. */
-  | { readonly kind: 'unavailable' }
+  | { readonly kind: 'unavailable'; readonly owner: string }
   /** The cursor is the last event of a stream the gateway ended on purpose: nothing follows. */
   | { readonly kind: 'complete' }
   | {
       readonly kind: 'new_stream';
       readonly reason: NewStreamReason;
+      readonly session: SessionRecord;
       /** POST stream requests whose responses never reached the client: each gets -32010. */
       readonly pending: readonly JsonRpcId[];
       /** The session lives on with its owner up: a fresh GET stream may follow the signal. */
@@ -43,6 +49,9 @@ export type Decision =
     }
   | {
       readonly kind: 'continue';
+      readonly session: SessionRecord;
+      /** What the decision read: the replay is verified against it. */
+      readonly view: IncarnationView;
       readonly incarnation: string;
       readonly owner: string;
       /** The cursor's position; replayed events get the positions after it. */
@@ -62,6 +71,7 @@ export function decide(facts: ResumptionFacts): Decision {
   const newStream = (reason: NewStreamReason, pending: readonly JsonRpcId[] = []): Decision => ({
     kind: 'new_stream',
     reason,
+    session,
     pending,
     sessionAlive: !lost,
   });
@@ -89,12 +99,14 @@ export function decide(facts: ResumptionFacts): Decision {
 
   // 6. owner_gone: the owner is gone, or the session ended because it was.
   if (lost || record.owner !== session.owner) return newStream('owner_gone', pending);
-  if (facts.ownerHealth === 'suspect') return { kind: 'unavailable' };
+  if (facts.ownerHealth === 'suspect') return { kind: 'unavailable', owner: session.owner };
 
   // 7. gap, where no replay can be asked for: a closed stream has no owner stream to resume,
-  // and a position the gateway made itself (a signal) has no owner id to resume after.
+  // and a position the gateway made itself (a signal) has no owner id to resume after. Or the
+  // owner was asked, and did not replay exactly.
   const expected = view.after.filter((id): id is string => id !== null);
   if (record.state === 'closed' || view.at === null || expected.length !== view.after.length) return newStream('gap', pending);
+  if (facts.replayFailed) return newStream('gap', pending);
 
-  return { kind: 'continue', incarnation: record.id, owner: record.owner, seq, upstreamId: view.at, expected };
+  return { kind: 'continue', session, view, incarnation: record.id, owner: record.owner, seq, upstreamId: view.at, expected };
 }

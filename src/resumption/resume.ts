@@ -13,10 +13,10 @@ import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
-import type { IncarnationView, JsonRpcId, SessionRecord, Store } from '../store/types.js';
+import type { SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
 import { describeUpstreamError, discard, isAbort, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
-import { decide, type Decision, type NewStreamReason } from './decide.js';
+import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { outcomeUnknownError, REASON_HEADER, rejectBody, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
 /** What the resumption needs from the proxy around it. */
@@ -40,6 +40,9 @@ export interface ResumeKit {
 const FRESH_STREAM_ATTEMPTS = 4;
 const FRESH_STREAM_BACKOFF_MS = 100;
 
+type Continue = Extract<Decision, { kind: 'continue' }>;
+type NewStream = Extract<Decision, { kind: 'new_stream' }>;
+
 export function createResumption(kit: ResumeKit) {
   const { store, fleet, keys, streams, metrics, logger } = kit;
 
@@ -53,74 +56,71 @@ export function createResumption(kit: ResumeKit) {
       count('rejected', 'session_unknown');
       return kit.sessionNotFound(request, reply);
     }
-    let session: SessionRecord | null;
-    let view: IncarnationView | null = null;
-    let decision: Decision;
+    let facts: ResumptionFacts;
     try {
       // The cursor is decoded first, so that the session and the cursor's incarnation are read in
       // one store round trip.
       const codec = await keys.codec();
       const cursor = codec.decode(lastEventId, sessionId);
       const read = cursor.kind === 'ok' ? { incarnationId: cursor.fields.incarnation, afterSeq: cursor.fields.seq } : undefined;
-      ({ session, view } = await store.touchAndRead(sessionId, config.sessions.idleTtlMs, read));
-      if (!session) view = null;
+      const { session, view } = await store.touchAndRead(sessionId, config.sessions.idleTtlMs, read);
       const ownerGone = !!session && (await fleet.ownerGone(session));
       if (session && ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
-      decision = decide({ session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view });
+      facts = { session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view: session ? view : null };
     } catch (err) {
       if (!isStoreError(err)) throw err;
       return kit.unavailable(request, reply, 'the session store does not answer');
     }
+    return settle(request, reply, facts, decide(facts), lastEventId);
+  }
 
+  /** Carries a decision out. */
+  function settle(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decision: Decision, lastEventId: string): unknown {
     switch (decision.kind) {
       case 'not_found':
         count('rejected', decision.reason);
         return kit.sessionNotFound(request, reply);
       case 'unavailable':
-        return kit.unavailable(request, reply, `replica ${session!.owner} is not answering properly`);
+        return kit.unavailable(request, reply, `replica ${decision.owner} is not answering properly`);
       case 'complete':
         // Everything of that stream was delivered and nothing will follow: an empty answer, on
         // which the SDK client settles instead of reconnecting again.
         count('continued', 'none');
         return reply.code(204).header(RESUMPTION_HEADER, 'continued').send();
       case 'new_stream':
-        reply.hijack();
-        return newStream(request, reply.raw, session!, decision.reason, decision.pending, decision.sessionAlive, lastEventId);
+        if (!reply.sent) reply.hijack();
+        return newStream(request, reply.raw, decision, lastEventId);
       case 'continue':
-        return continuation(request, reply, session!, decision, view!, lastEventId);
+        return continuation(request, reply, facts, decision, lastEventId);
     }
   }
 
-  async function continuation(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    session: SessionRecord,
-    decision: Extract<Decision, { kind: 'continue' }>,
-    view: IncarnationView,
-    lastEventId: string,
-  ) {
+  async function continuation(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decided: Continue, lastEventId: string): Promise<unknown> {
     const config = kit.config();
-    const replica = fleet.get(decision.owner)!;
-    const pending = view.record.kind === 'post' ? view.record.pending : [];
-    const fallBack = (reason: NewStreamReason) => {
-      if (!reply.sent) reply.hijack();
-      return newStream(request, reply.raw, session, reason, pending, reason !== 'owner_gone', lastEventId);
+    const { session } = decided;
+    // What the attempt learns goes back into the facts, and the decision is made again.
+    let known = facts;
+    const redecide = (learnt: Partial<ResumptionFacts>): unknown => {
+      known = { ...known, ...learnt };
+      return settle(request, reply, known, decide(known), lastEventId);
     };
+    const replica = fleet.get(decided.owner);
+    // Removed from the configuration since the decision: gone (R4).
+    if (!replica) return redecide({ ownerGone: true });
     let at: Attachment;
-    let replay: { expected: readonly string[]; head: number };
+    let decision: Continue;
     let response: UpstreamResponse;
     const abort = new UpstreamAbort();
     try {
       // The connection this one replaces may have recorded more events since the decision read
       // the incarnation: from the attach on it cannot, so the attach reads again what the replay
-      // must contain, in the same step.
-      const attached = await store.attachIncarnation(session.sessionId, decision.incarnation, config.sessions.idleTtlMs, decision.seq);
-      if (attached === null) return fallBack('unknown_stream');
+      // must contain, in the same step, and the decision is made on that.
+      const attached = await store.attachIncarnation(session.sessionId, decided.incarnation, config.sessions.idleTtlMs, decided.seq);
+      known = { ...known, view: attached?.view ?? null };
+      const again = decide(known);
+      if (!attached || again.kind !== 'continue') return settle(request, reply, known, again, lastEventId);
+      decision = again;
       at = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach: attached.attach };
-      const now = attached.view;
-      if (now.at === undefined) return fallBack('unknown_stream');
-      if (now.after.some((id) => id === null)) return fallBack('gap');
-      replay = { expected: now.after as string[], head: now.record.head };
       response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort);
     } catch (err) {
       if (isStoreError(err)) return kit.unavailable(request, reply, 'the session store does not answer');
@@ -128,7 +128,7 @@ export function createResumption(kit: ResumeKit) {
       if (isRefused(err)) {
         await fleet.reportRefused(replica.id);
         kit.loseSession(session, 'owner refused the connection');
-        return fallBack('owner_gone');
+        return redecide({ ownerGone: true });
       }
       fleet.reportSuspect(replica.id, describeUpstreamError(err));
       return kit.unavailable(request, reply, `replica ${replica.id} did not answer`);
@@ -136,12 +136,13 @@ export function createResumption(kit: ResumeKit) {
     if (response.statusCode !== 200 || !isEventStream(response)) {
       await response.body.dump().catch(() => undefined);
       if (response.statusCode === 404) {
+        // R4: the owner no longer knows the session (a restarted replica answers so).
         kit.loseSession(session, 'owner answered 404');
-        return fallBack('owner_gone');
+        return redecide({ session: { ...session, state: 'lost' } });
       }
       // The owner cannot replay from that id (its log was trimmed, or it refuses): check 7.
       logger.info({ replica: replica.id, status: response.statusCode }, 'owner did not replay: gap');
-      return fallBack('gap');
+      return redecide({ replayFailed: true });
     }
     fleet.reportAnswer(replica.id);
 
@@ -153,9 +154,10 @@ export function createResumption(kit: ResumeKit) {
       discard(response);
       return kit.unavailable(request, reply, 'the session store does not answer');
     }
-    const rewriter = streams.rewriter(cursors, replay.head, {
+    const { view } = decision;
+    const rewriter = streams.rewriter(cursors, view.record.head, {
       trackResponses: view.record.kind === 'post',
-      verify: { expected: replay.expected, fromSeq: decision.seq },
+      verify: { expected: decision.expected, fromSeq: decision.seq },
     });
     reply.hijack();
     const res = reply.raw;
@@ -182,7 +184,7 @@ export function createResumption(kit: ResumeKit) {
             abort.abort();
             if (why === 'client_gone' || res.destroyed) return;
             logger.info({ replica: replica.id, why }, 'replay not verified: gap');
-            void newStream(request, res, session, 'gap', pending, true, lastEventId);
+            void redecide({ replayFailed: true });
           },
         },
       },
@@ -192,15 +194,8 @@ export function createResumption(kit: ResumeKit) {
   }
 
   /** The answer when the stream cannot continue: the signal (a new stream) or 410 (reject mode). */
-  async function newStream(
-    request: FastifyRequest,
-    res: ServerResponse,
-    session: SessionRecord,
-    reason: NewStreamReason,
-    pending: readonly JsonRpcId[],
-    sessionAlive: boolean,
-    lastEventId: string,
-  ) {
+  async function newStream(request: FastifyRequest, res: ServerResponse, decision: NewStream, lastEventId: string) {
+    const { session, reason, pending, sessionAlive } = decision;
     const config = kit.config();
     if (config.resumption.mode === 'reject') {
       count('rejected', reason);

@@ -20,8 +20,13 @@ const lost: SessionRecord = { ...session, state: 'lost' };
 const postRecord: IncarnationRecord = { ...record, kind: 'post', pending: [7, 'a'] };
 
 t.test('all checks pass: continue from the owner with its own id and the ids to verify', async (t) => {
-  t.same(decide(facts()), { kind: 'continue', incarnation: record.id, owner: 'r1', seq: 3, upstreamId: 'u3', expected: ['u4', 'u5'] });
-  t.same(decide(facts({ view: { ...view, at: 'u5', after: [] } })), { kind: 'continue', incarnation: record.id, owner: 'r1', seq: 3, upstreamId: 'u5', expected: [] }, 'at the head: nothing to replay');
+  t.same(decide(facts()), { kind: 'continue', session, view, incarnation: record.id, owner: 'r1', seq: 3, upstreamId: 'u3', expected: ['u4', 'u5'] });
+  const atHead: IncarnationView = { ...view, at: 'u5', after: [] };
+  t.same(
+    decide(facts({ view: atHead })),
+    { kind: 'continue', session, view: atHead, incarnation: record.id, owner: 'r1', seq: 3, upstreamId: 'u5', expected: [] },
+    'at the head: nothing to replay',
+  );
 });
 
 t.test('1 session_unknown: no session, expired, or ended by DELETE: 404', async (t) => {
@@ -31,7 +36,7 @@ t.test('1 session_unknown: no session, expired, or ended by DELETE: 404', async 
 });
 
 t.test('2 foreign_cursor', async (t) => {
-  t.match(decide(facts({ cursor: foreign, view: null })), { kind: 'new_stream', reason: 'foreign_cursor', sessionAlive: true, pending: [] });
+  t.same(decide(facts({ cursor: foreign, view: null })), { kind: 'new_stream', reason: 'foreign_cursor', session, sessionAlive: true, pending: [] });
   t.same(decide(facts({ session: lost, cursor: foreign, view: null })), { kind: 'not_found', reason: 'foreign_cursor' }, 'a lost session: 404 here');
   t.same(decide(facts({ ownerGone: true, cursor: foreign, view: null })), { kind: 'not_found', reason: 'foreign_cursor' }, 'owner gone: 404 here');
 });
@@ -66,7 +71,7 @@ t.test('6 owner_gone: the owner is gone or the session ended with it', async (t)
 });
 
 t.test('a suspected owner: 503, after every check that needs no owner', async (t) => {
-  t.same(decide(facts({ ownerHealth: 'suspect' })), { kind: 'unavailable' });
+  t.same(decide(facts({ ownerHealth: 'suspect' })), { kind: 'unavailable', owner: 'r1' });
   t.match(decide(facts({ ownerHealth: 'suspect', view: { ...view, currentGet: 'inc-newer-0000001' } })), { reason: 'superseded' });
 });
 
@@ -74,6 +79,22 @@ t.test('7 gap, where no replay can be asked for', async (t) => {
   t.match(decide(facts({ view: { ...view, at: null } })), { kind: 'new_stream', reason: 'gap', sessionAlive: true }, 'the cursor is a signal event the gateway made');
   t.match(decide(facts({ view: { ...view, after: ['u4', null] } })), { reason: 'gap' }, 'a gateway event after the cursor');
   t.match(decide(facts({ view: { ...view, record: { ...record, state: 'closed' } } })), { reason: 'gap' }, 'a closed stream before its end');
+});
+
+t.test('7 gap, where the owner was asked and did not replay exactly', async (t) => {
+  t.match(decide(facts({ replayFailed: true })), { kind: 'new_stream', reason: 'gap', sessionAlive: true, pending: [] });
+  t.match(decide(facts({ replayFailed: true, view: { ...view, record: postRecord } })), { reason: 'gap', pending: [7, 'a'] }, 'pending requests named');
+  t.match(decide(facts({ replayFailed: true, ownerGone: true })), { reason: 'owner_gone' }, 'owner_gone first');
+});
+
+t.test('what carrying a decision out learns is decided by the same rule', async (t) => {
+  // The owner refused the connection, or answered 404 for the session: it is gone for this session.
+  t.match(decide(facts({ ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
+  t.match(decide(facts({ session: lost })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
+  // The attach read the incarnation again: whatever changed since the first read decides.
+  t.match(decide(facts({ view: { ...view, at: undefined, after: [] } })), { reason: 'unknown_stream' }, 'trimmed meanwhile');
+  t.match(decide(facts({ view: { ...view, after: ['u4', null] } })), { reason: 'gap' }, 'the gateway wrote an event meanwhile');
+  t.match(decide(facts({ view: { ...view, currentGet: 'inc-newer-0000001' } })), { reason: 'superseded' }, 'superseded meanwhile');
 });
 
 t.test('the last cursor of a stream the gateway ended on purpose settles', async (t) => {
