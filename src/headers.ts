@@ -66,9 +66,14 @@ export function requestHeadersForReplica(
   return out;
 }
 
-/** Headers for the response to the client. */
+/**
+ * Headers for the response to the client. A replica's `Access-Control-*` headers stay behind: the
+ * gateway alone grants browsers access (cors.ts).
+ */
 export function responseHeadersForClient(upstream: AnyHeaders, drop: readonly string[] = []): OutgoingHttpHeaders {
-  return endToEnd(upstream, drop);
+  const out = endToEnd(upstream, drop);
+  for (const name in out) if (name.startsWith('access-control-')) delete out[name];
+  return out;
 }
 
 export function headerValue(headers: AnyHeaders, name: string): string | undefined {

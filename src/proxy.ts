@@ -313,12 +313,6 @@ export function createProxy(deps: ProxyDeps) {
 
   return async function proxy(request: FastifyRequest, reply: FastifyReply) {
     (request as FastifyRequest & { startedAt: number }).startedAt = performance.now();
-    const config = deps.config();
-    const origin = headerValue(request.headers, 'origin');
-    const allowed = config.security.allowedOrigins;
-    if (origin !== undefined && allowed && !allowed.includes(origin)) {
-      return answer(request, reply, 403, jsonRpcError(-32000, 'Origin not allowed'));
-    }
     const forwarding: Omit<Forwarding, 'replica' | 'sessionId'> = { dropRequestHeaders: [], responseHeaders: {} };
     const lastEventId = headerValue(request.headers, LAST_EVENT_ID);
     if (request.method === 'POST' && lastEventId !== undefined) {

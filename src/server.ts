@@ -12,6 +12,7 @@ import { Fleet } from './fleet/index.js';
 import type { Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { jsonRpcError } from './errors.js';
+import { createOriginPolicy } from './cors.js';
 import { createProxy } from './proxy.js';
 import { CursorKeys } from './cursor-keys.js';
 import { OpenStreams } from './relay.js';
@@ -83,7 +84,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
-  mcp.all(config.path, createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, keys }));
+  // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
+  mcp.all(config.path, { onRequest: createOriginPolicy({ config: () => config, metrics }) }, createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, keys }));
 
   const admin = buildAdmin({
     logger,

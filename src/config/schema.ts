@@ -203,7 +203,7 @@ export const ConfigSchema = Type.Object(
       {
         allowedOrigins: Type.Optional(
           Type.Array(Type.String({ minLength: 1 }), {
-            description: 'when set, a request whose Origin is not listed gets 403; unset: Origin is not checked',
+            description: 'web origins granted CORS access (exact match); when set, a request whose Origin is not listed gets 403; unset: Origin is not checked and no origin is granted',
           }),
         ),
       },

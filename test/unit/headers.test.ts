@@ -1,5 +1,5 @@
 import t from 'tap';
-import { endToEnd, requestHeadersForReplica } from '../../src/headers.js';
+import { endToEnd, requestHeadersForReplica, responseHeadersForClient } from '../../src/headers.js';
 
 t.test('hop-by-hop headers and those named in Connection stay on their hop', async (t) => {
   const out = endToEnd({
@@ -32,4 +32,15 @@ t.test('hop-by-hop headers and those named in Connection stay on their hop', asy
 t.test('forwarding headers are added, extending an existing X-Forwarded-For', async (t) => {
   const out = requestHeadersForReplica({ 'x-forwarded-for': '10.0.0.1', 'last-event-id': 'x' }, { ip: '127.0.0.1', protocol: 'http', host: 'gw:8080' }, ['last-event-id']);
   t.same(out, { 'x-forwarded-for': '10.0.0.1, 127.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'gw:8080' });
+});
+
+t.test("a replica's own CORS headers never reach the client; the gateway grants browsers alone", async (t) => {
+  const out = responseHeadersForClient({
+    'content-type': 'text/event-stream',
+    'mcp-session-id': 's1',
+    'access-control-allow-origin': '*',
+    'Access-Control-Expose-Headers': 'Mcp-Session-Id',
+    connection: 'keep-alive',
+  });
+  t.same(out, { 'content-type': 'text/event-stream', 'mcp-session-id': 's1' });
 });
