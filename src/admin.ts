@@ -4,6 +4,7 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { clientErrorHandler } from './clients/errors.js';
 import type { Logger } from './logger.js';
 
 export interface AdminDeps {
@@ -14,7 +15,12 @@ export interface AdminDeps {
 }
 
 export function buildAdmin(deps: AdminDeps): FastifyInstance {
-  const admin = Fastify({ loggerInstance: deps.logger.child({ listener: 'admin' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
+  const logger = deps.logger.child({ listener: 'admin' });
+  const admin = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    clientErrorHandler: clientErrorHandler({ logger }),
+  });
 
   admin.get('/metrics', async (_request, reply) => {
     const body = await deps.registry.metrics();

@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { createLogger, redactUrl } from './logger.js';
+import { createLogger, LogSecrets, redactUrl } from './logger.js';
 import { buildServer } from './server.js';
 import { createStore } from './store/index.js';
 
@@ -50,14 +50,17 @@ async function main(argv: string[]): Promise<number> {
 }
 
 async function run(config: Config, file: string): Promise<number> {
-  const logger = createLogger(config.log.level);
+  const secrets = new LogSecrets();
+  secrets.addConfig(config);
+  const logger = createLogger(config.log.level, { secrets });
   const store = createStore(config.store, logger);
-  const gateway = buildServer(config, { store, registry: new Registry(), logger });
+  const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets });
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
 
   process.on('SIGHUP', () => {
     try {
       const next = loadConfig(file);
+      secrets.addConfig(next);
       gateway.reconfigure(next);
       logger.info({ file, replicas: next.replicas.map((r) => r.id) }, 'configuration reloaded');
     } catch (err) {

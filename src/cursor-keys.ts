@@ -16,6 +16,8 @@ export class CursorKeys {
     private readonly configured: string | undefined,
     private readonly store: Store,
     private readonly logger: Logger,
+    /** Told each secret agreed through the store (so that the log can scrub it). */
+    private readonly onAgreed: (secret: string) => void = () => undefined,
   ) {
     if (configured) this.#codec = Promise.resolve(new CursorCodec(configured));
   }
@@ -42,6 +44,7 @@ export class CursorKeys {
 
   async #agree(candidate: string): Promise<CursorCodec> {
     const secret = await this.store.agreeSecret(candidate);
+    this.onAgreed(secret);
     this.#secret = secret;
     return new CursorCodec(secret);
   }

@@ -9,7 +9,8 @@ import type { Registry } from 'prom-client';
 import { buildAdmin } from './admin.js';
 import type { Config } from './config/schema.js';
 import { Fleet } from './fleet/index.js';
-import type { Logger } from './logger.js';
+import { clientErrorHandler } from './clients/errors.js';
+import type { Logger, LogSecrets } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { jsonRpcError } from './errors.js';
 import { createOriginPolicy } from './cors.js';
@@ -26,6 +27,8 @@ export interface GatewayDeps {
   store: Store;
   registry: Registry;
   logger: Logger;
+  /** Where a cursor secret agreed through the store is registered, to be scrubbed from the log. */
+  secrets?: LogSecrets;
 }
 
 export interface Gateway {
@@ -50,7 +53,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const fleet = new Fleet({ config, store, metrics, logger });
   const upstreams = new Upstreams(config.upstream);
   const open = new OpenStreams();
-  const keys = new CursorKeys(config.cursor.secret, store, logger);
+  const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, open });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
@@ -68,6 +71,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     requestTimeout: 0,
     connectionTimeout: 0,
     return503OnClosing: true,
+    clientErrorHandler: clientErrorHandler({ logger }),
   });
   mcp.removeAllContentTypeParsers();
   // Bodies are forwarded as the client sent them: read as bytes, never re-serialized.

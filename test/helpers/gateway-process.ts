@@ -17,6 +17,12 @@ export interface GatewayProcess {
   adminUrl: string;
   /** Every JSON log line so far. */
   readonly logs: Record<string, unknown>[];
+  /** Every stdout line so far, as written (JSON or not). */
+  readonly lines: string[];
+  /** The configuration file it runs on (rewrite it, then send SIGHUP). */
+  readonly file: string;
+  /** Sends `signal` and returns at once (SIGHUP: reload). */
+  signal(signal: NodeJS.Signals): void;
   /** Sends `signal`; resolves with the exit code once the process exited. */
   stop(signal: NodeJS.Signals): Promise<number | null>;
 }
@@ -27,7 +33,9 @@ export async function startGatewayProcess(t: Teardown, settings: Record<string, 
   await writeFile(file, stringify({ listen: { port: 0 }, admin: { port: 0 }, health: { intervalMs: 60_000 }, ...settings }));
   const proc = spawnProcess(process.execPath, [CLI, '--config', file], { stdio: ['ignore', 'pipe', 'inherit'], t });
   const logs: Record<string, unknown>[] = [];
+  const lines: string[] = [];
   createInterface({ input: proc.child.stdout! }).on('line', (line) => {
+    lines.push(line);
     const entry = jsonLine(line);
     if (entry !== undefined) logs.push(entry);
   });
@@ -39,6 +47,11 @@ export async function startGatewayProcess(t: Teardown, settings: Record<string, 
     url: String(ready['mcp']),
     adminUrl: String(ready['admin']),
     logs,
+    lines,
+    file,
+    signal: (signal) => {
+      proc.child.kill(signal);
+    },
     stop: async (signal) => (await proc.kill(signal)).code,
   };
 }
