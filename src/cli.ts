@@ -3,8 +3,11 @@
  * Command line (CONTRACT.md §1):
  *   mcp-resume-gateway [--config FILE]               run the gateway
  *   mcp-resume-gateway check-config [--config FILE]  validate, exit 0 or 1 with one line per problem
+ *   mcp-resume-gateway --version | --help
  * The file defaults to $MCP_GATEWAY_CONFIG, else config/gateway.yaml.
  */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
@@ -12,14 +15,25 @@ import type { Config } from './config/schema.js';
 import { createLogger, LogSecrets, redactUrl } from './logger.js';
 import { buildServer } from './server.js';
 import { createStore } from './store/index.js';
+import { packageVersion } from './version.js';
 
 const USAGE = `usage: mcp-resume-gateway [check-config] [--config FILE]
-  --config FILE   configuration file (default: $MCP_GATEWAY_CONFIG, else config/gateway.yaml)`;
+  -c, --config FILE   configuration file (default: $MCP_GATEWAY_CONFIG, else config/gateway.yaml)
+  -v, --version       print the version and exit
+  -h, --help          print this and exit`;
 
 async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true });
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string', short: 'c' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+      },
+      allowPositionals: true,
+    });
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
     return 2;
@@ -27,6 +41,10 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...extra] = parsed.positionals;
   if (parsed.values.help) {
     process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (parsed.values.version) {
+    process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
   if ((command !== undefined && command !== 'check-config') || extra.length > 0) {
@@ -39,7 +57,9 @@ async function main(argv: string[]): Promise<number> {
     config = loadConfig(file);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    for (const problem of err.problems) process.stderr.write(`${problem}\n`);
+    const unnamed = parsed.values.config === undefined && !process.env['MCP_GATEWAY_CONFIG'];
+    const problems = unnamed && !existsSync(file) ? [noDefaultFile(file)] : err.problems;
+    for (const problem of problems) process.stderr.write(`${problem}\n`);
     return 1;
   }
   if (command === 'check-config') {
@@ -47,6 +67,11 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   return run(config, file);
+}
+
+/** Nobody named a file and the default is not there: say where it was looked for and how to name one. */
+function noDefaultFile(file: string): string {
+  return `no configuration file: ${resolve(file)} does not exist (the default, ${file} in the working directory); name one with --config FILE or MCP_GATEWAY_CONFIG=FILE`;
 }
 
 async function run(config: Config, file: string): Promise<number> {

@@ -3,7 +3,7 @@
  * its exit code, its stderr for problems and its JSON log lines on stdout.
  */
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -16,6 +16,10 @@ const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 /** Bounds for events that come in milliseconds; reaching one is a failure, never a wait. */
 const START_BOUND_MS = 10_000;
 const EXIT_BOUND_MS = 10_000;
+
+// About twenty processes that each load the whole gateway: on a loaded machine (seconds per start)
+// the default file timeout would cut the run, not a bound of the gateway.
+t.setTimeout(300_000);
 
 const CURSOR_SECRET = 'cursor-secret-0123456789-abcdefghijklmnop';
 const REDIS_PASSWORD = 's3cretpw';
@@ -136,22 +140,55 @@ t.test('check-config', async (t) => {
   });
 
   t.test('unknown commands and flags: exit 2 with usage', async (t) => {
-    for (const args of [['serve'], ['check-config', 'extra'], ['--bogus'], ['--config']]) {
-      const r = await run(args, dir);
+    const cases = [['serve'], ['check-config', 'extra'], ['--bogus'], ['--config']];
+    const results = await Promise.all(cases.map((args) => run(args, dir)));
+    for (const [i, args] of cases.entries()) {
+      const r = results[i] as Result;
       t.equal(r.code, 2, args.join(' '));
       t.match(r.stderr, /^usage: mcp-resume-gateway \[check-config\] \[--config FILE\]$/m, args.join(' '));
       t.equal(r.stdout, '', args.join(' '));
     }
   });
 
-  t.test('--help: exit 0 with usage on stdout', async (t) => {
-    for (const args of [['--help'], ['-h'], ['check-config', '--help']]) {
-      const r = await run(args, dir);
+  t.test('--help: exit 0 with usage on stdout, naming every option', async (t) => {
+    const cases = [['--help'], ['-h'], ['check-config', '--help']];
+    const results = await Promise.all(cases.map((args) => run(args, dir)));
+    for (const [i, args] of cases.entries()) {
+      const r = results[i] as Result;
       t.equal(r.code, 0, args.join(' '));
       t.match(r.stdout, /^usage: mcp-resume-gateway /, args.join(' '));
+      for (const option of ['--config FILE', '--version', '--help']) t.match(r.stdout, option, `${args.join(' ')} lists ${option}`);
       t.equal(r.stderr, '', args.join(' '));
     }
   });
+
+  t.test('--version: exit 0 with the package version on stdout', async (t) => {
+    const manifest = JSON.parse(readFileSync(fileURLToPath(new URL('../../package.json', import.meta.url)), 'utf8')) as { version: string };
+    const cases = [['--version'], ['-v']];
+    const results = await Promise.all(cases.map((args) => run(args, dir)));
+    for (const [i, args] of cases.entries()) {
+      const r = results[i] as Result;
+      t.equal(r.code, 0, args.join(' '));
+      t.equal(r.stdout, `${manifest.version}\n`, args.join(' '));
+      t.equal(r.stderr, '', args.join(' '));
+    }
+  });
+});
+
+t.test('no file named and no config/gateway.yaml: exit 1, naming where it looked and how to name one', async (t) => {
+  const dir = t.testdir({});
+  const expected = `no configuration file: ${join(dir, 'config', 'gateway.yaml')} does not exist (the default, config/gateway.yaml in the working directory); name one with --config FILE or MCP_GATEWAY_CONFIG=FILE`;
+  const cases = [[], ['check-config']];
+  // A file that was named and is missing is reported as such, under the name it was given.
+  const [named, ...results] = await Promise.all([run([], dir, { MCP_GATEWAY_CONFIG: 'elsewhere.yaml' }), ...cases.map((args) => run(args, dir))]);
+  for (const [i, args] of cases.entries()) {
+    const r = results[i] as Result;
+    t.equal(r.code, 1, args.join(' ') || 'run');
+    t.strictSame(lines(r.stderr), [expected], args.join(' ') || 'run');
+    t.equal(r.stdout, '', args.join(' ') || 'run');
+  }
+  t.equal(named.code, 1);
+  t.strictSame(lines(named.stderr), ['elsewhere.yaml: cannot read: no such file']);
 });
 
 t.test('the gateway does not start on a file with mistakes', async (t) => {
