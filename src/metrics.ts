@@ -58,6 +58,27 @@ export function createMetrics(registry: Registry) {
       labelNames: ['op'] as const,
       registers,
     }),
+    unrecordedEvents: new Gauge({
+      name: 'mcp_gateway_unrecorded_events',
+      help: 'Events that left while the store did not answer, whose records this instance holds until it can write them.',
+      registers,
+    }),
+    unrecordedBytes: new Gauge({
+      name: 'mcp_gateway_unrecorded_bytes',
+      help: 'Bytes held for unrecorded events, as counted against resumption.unrecorded.totalBytes.',
+      registers,
+    }),
+    lateRecordBatches: new Counter({
+      name: 'mcp_gateway_record_batches_late_total',
+      help: 'Writes of held records that the store accepted after their events had left.',
+      registers,
+    }),
+    streamsStoppedRecording: new Counter({
+      name: 'mcp_gateway_streams_stopped_recording_total',
+      help: 'Streams that went on unrecorded, by reason (stream_limit, total_limit, refused, shutdown): their later cursors are unknown_stream.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

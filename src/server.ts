@@ -19,6 +19,7 @@ import { CursorKeys } from './cursor-keys.js';
 import { OpenStreams } from './relay.js';
 import { retryWithin } from './retry.js';
 import { SseStreams } from './streams.js';
+import { UnrecordedRecords } from './streams/unrecorded.js';
 import { instrumentStore } from './store/instrument.js';
 import type { Store } from './store/types.js';
 import { Upstreams } from './upstream.js';
@@ -54,7 +55,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const upstreams = new Upstreams(config.upstream);
   const open = new OpenStreams();
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
-  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, open });
+  const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
+  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, open, unrecorded });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
 
@@ -140,6 +142,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       draining = true;
       clearInterval(secretRefresh);
       const graceMs = config.shutdown.graceMs;
+      const startedAt = performance.now();
       // Open streams would hold the listener open forever: end them first, the clients reconnect.
       open.end();
       const closing = mcp.close();
@@ -162,6 +165,9 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       clearTimeout(timer);
       await fleet.close();
       await upstreams.close();
+      // Records of events that left while the store was down: written now if it answers, within
+      // what is left of the grace period; what is not becomes unknown_stream (§7).
+      await unrecorded.settle(graceMs - (performance.now() - startedAt));
       await admin.close();
       await store.close();
     },

@@ -6,7 +6,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Config } from './config/schema.js';
-import { describe, isStoreError } from './errors.js';
 import { newIncarnationId } from './cursor.js';
 import type { CursorKeys } from './cursor-keys.js';
 import type { Logger } from './logger.js';
@@ -14,8 +13,8 @@ import type { Metrics } from './metrics.js';
 import type { OpenStreams } from './relay.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './sse/pipe.js';
 import { SseRewriter, type CursorTarget } from './sse/rewriter.js';
-import { retryWithin } from './retry.js';
 import type { EventBatch, IncarnationKind, JsonRpcId, Store } from './store/types.js';
+import type { UnrecordedRecords } from './streams/unrecorded.js';
 
 export interface StreamDeps {
   config: () => Config;
@@ -24,6 +23,7 @@ export interface StreamDeps {
   metrics: Metrics;
   logger: Logger;
   open: OpenStreams;
+  unrecorded: UnrecordedRecords;
 }
 
 /** An incarnation this gateway writes to: which one, and as which attachment. */
@@ -69,41 +69,19 @@ export class SseStreams {
     return { sessionId, incarnation: newIncarnationId(), owner, attach: 1, open: { owner, kind: 'post', pending } };
   }
 
-  /** The cursors of an attachment: numbered by the codec, recorded in the store. */
+  /**
+   * The cursors of an attachment: numbered by the codec, recorded in the store before their events
+   * leave (E5) while it answers, and recorded late when it does not (§7, see streams/unrecorded.ts).
+   */
   async cursors(at: Attachment): Promise<CursorTarget> {
     const codec = await this.deps.keys.codec();
-    const { store } = this.deps;
-    const config = this.deps.config();
+    const records = this.deps.unrecorded.stream(at);
     return {
       codec,
       sessionId: at.sessionId,
       incarnation: at.incarnation,
-      // A POST has run on the replica: if its stream cannot be recorded at all, its answer still
-      // reaches the client, without cursors.
-      ...(at.open ? { unrecordedFallback: true } : {}),
       sink: {
-        record: (fromSeq, upstreamIds, responded) => {
-          const first = at.open !== undefined && fromSeq === 1;
-          const write = () =>
-            store.recordEvents(
-              at.sessionId,
-              at.incarnation,
-              { attach: at.attach, fromSeq, upstreamIds, responded, ...(first ? { open: at.open } : {}) },
-              config.resumption.recordedEvents,
-              config.sessions.idleTtlMs,
-            );
-          // The batch that creates a lazy incarnation fails fast: its stream falls back to no cursors.
-          if (first) {
-            return write().catch((err: unknown) => {
-              this.deps.logger.warn({ replica: at.owner, err: describe(err) }, 'store unavailable: this POST stream is not resumable');
-              throw err;
-            });
-          }
-          // A store blip or failover holds the stream for a moment instead of ending it. Safe
-          // because recordEvents is idempotent: a batch that landed although its answer timed
-          // out is 'ok' again.
-          return retryWithin(config.resumption.recordRetryMs, { firstMs: 50, maxMs: 1000 }, write, isStoreError);
-        },
+        record: (fromSeq, upstreamIds, responded) => records.record(fromSeq, upstreamIds, responded, this.deps.config().resumption.recordRetryMs),
       },
     };
   }

@@ -168,9 +168,26 @@ export const ConfigSchema = Type.Object(
         }),
         replayTimeoutMs: Millis('how long the owner may take to replay the events after a cursor', 5000),
         recordRetryMs: Millis(
-          "how long an open stream waits for the store to record its events (the replica is held meanwhile); then it ends and the client reconnects. Events never leave unrecorded",
-          5000,
+          'how long, beyond one store attempt (itself bounded by store.commandTimeoutMs), the events of an open stream wait for their record before they leave unrecorded, to be recorded once the store answers again (docs/store-outages.md). 0: one attempt. Events are never held longer, and a stream never ends for want of a record',
           0,
+          0,
+        ),
+        unrecorded: Type.Object(
+          {
+            streamBytes: Type.Integer({
+              minimum: 1024,
+              default: 1024 * 1024,
+              description:
+                'bound of one stream\'s records held in memory while the store does not answer (counted as 40 bytes plus the upstream id\'s length per event and 200 per batch); past it the stream goes on but is no longer recorded: its later cursors are unknown_stream',
+            }),
+            totalBytes: Type.Integer({
+              minimum: 1024,
+              default: 64 * 1024 * 1024,
+              description:
+                'bound of all records held in memory by this instance while the store does not answer, counted as streamBytes; a stream that would go past it goes on unrecorded',
+            }),
+          },
+          { additionalProperties: false, default: {} },
         ),
         recordedEvents: Type.Integer({
           minimum: 16,

@@ -1,7 +1,8 @@
 /**
  * The response path of every SSE stream (CONTRACT.md §4): each event id the replica sends is
- * replaced by the gateway's cursor, and its position recorded in the store before the event
- * leaves (E5). Records are written once per chunk the replica sends, not once per event.
+ * replaced by the gateway's cursor, and its position recorded before the event leaves (E5; the
+ * sink decides what that means while the store does not answer, §7). Records are written once per
+ * chunk the replica sends, not once per event.
  *
  * A continuation first passes through a verifying phase (§5 check 7): the owner's replayed events
  * must be exactly the recorded ones after the cursor, in order; they leave with their original
@@ -16,7 +17,10 @@ import { SseParser, type SseEvent, type SseItem } from './parser.js';
 import { commentText, eventText, eventTextWithCursor } from './serializer.js';
 
 export interface RecordSink {
-  /** Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: made by the gateway). */
+  /**
+   * Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: made by the gateway).
+   * 'ok': the events may leave. A rejection is a record that cannot be made at all.
+   */
   record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[]): Promise<RecordResult>;
 }
 
@@ -26,7 +30,7 @@ export type EndReason =
   /** The store refused the records: another connection took the stream over, or it expired. */
   | 'stale'
   | 'missing'
-  /** The store did not answer: the events cannot leave without their records (E5). */
+  /** The sink failed: the events cannot leave without their records (E5). */
   | 'store_failed'
   /** Check 7: the owner's replay was not exactly the recorded events. */
   | 'gap';
@@ -45,11 +49,6 @@ export interface CursorTarget {
   sessionId: string;
   incarnation: string;
   sink: RecordSink;
-  /**
-   * When the store fails the stream's first batch, go on without cursors instead of ending (a
-   * POST's answer must reach the client; the stream is then simply not resumable).
-   */
-  unrecordedFallback?: boolean;
 }
 
 export interface RewriterOptions {
@@ -75,7 +74,7 @@ export class SseRewriter {
   #verified: number;
   #ended: EndReason | undefined;
   #issuer: CursorIssuer | undefined;
-  #cursors: CursorTarget | undefined;
+  readonly #cursors: CursorTarget | undefined;
 
   constructor(options: RewriterOptions) {
     this.#options = options;
@@ -174,11 +173,6 @@ export class SseRewriter {
 
     if (upstreamIds.length > 0) {
       const result = await this.#cursors!.sink.record(fromSeq, upstreamIds, responded).catch(() => 'store_failed' as const);
-      if (result === 'store_failed' && this.#head === this.#options.head && this.#cursors!.unrecordedFallback) {
-        // Nothing of this stream was recorded or sent with a cursor: it goes on without any.
-        this.#cursors = undefined;
-        return this.#emit(items, synthetic);
-      }
       if (result !== 'ok') {
         // Nothing of this batch may leave without its records: what came before it already did.
         this.#ended = result;

@@ -52,7 +52,6 @@ t.test('Redis stopped: 503 with Retry-After, fast; restarted empty: back by itse
   const gw = await startGateway(t, {
     store: { type: 'redis', url: redis.url },
     replicas: [{ id: replica!.id, url: replica!.url }],
-    resumption: { recordRetryMs: 300 },
   });
   const sessionId = await rawSession(gw.url);
   const stream = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
@@ -80,12 +79,12 @@ t.test('Redis stopped: 503 with Retry-After, fast; restarted empty: back by itse
   t.match(await ready.json(), { ready: false, reasons: ['the store does not answer'] });
   t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total')) >= 2, 'store errors counted');
 
-  // An event cannot leave without its record (E5): past resumption.recordRetryMs the open stream
-  // ends cleanly, without the event, and the client will resume it once the store is back.
+  // §7: the open stream keeps flowing; its event leaves now, with a cursor recorded later.
   const direct = await post(replica!.url, toolCallBody('emit', { count: 1, intervalMs: 1 }), { 'mcp-session-id': sessionId });
   t.equal(direct.status, 200);
   await direct.text();
-  t.equal(await events.next(), undefined, 'the stream ended, and no event left unrecorded');
+  t.match(await events.next(), /id: 1\..+\n(.|\n)*notifications\/message/, 'the event arrived with its cursor while the store was down');
+  await events.cancel();
 
   await redis.restart({ keepData: false });
   await t.resolves(waitFor('ready again without a restart', RECOVERY_DEADLINE_MS, async () => (await fetch(`${gw.adminUrl}/readyz`)).status === 200), 'ready again without a restart');
@@ -114,10 +113,10 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
   const events = new SseReader(stream.body!);
   redis.pause();
   t.teardown(() => redis.resume());
-  // An event emitted while the store is blocked is held (the replica waits), not dropped.
+  // An event emitted while the store is blocked leaves at once, recorded later (§7).
   const direct = await post(replica!.url, toolCallBody('emit', { count: 1, intervalMs: 1 }), { 'mcp-session-id': sessionId });
   await direct.text();
-  const held = events.next();
+  t.match(await events.next(), /id: 1\..+\n(.|\n)*notifications\/message/, 'the event arrived with its cursor while the store was blocked');
   const [blocked, ms] = await timed(() => post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId }));
   t.equal(blocked.status, 503);
   t.equal(blocked.headers.get('retry-after'), '1');
@@ -125,7 +124,6 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
   await blocked.text();
   t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total', { op: 'touchSession' })) >= 1, 'counted for touchSession');
   redis.resume();
-  t.match(await held, /id: 1\..+\n(.|\n)*notifications\/message/, 'the held event arrived with its cursor once the store answered');
   await events.cancel();
   await t.resolves(
     waitFor('service came back once Redis answered again', RECOVERY_DEADLINE_MS, async () => (await post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })).status === 200),
@@ -133,7 +131,7 @@ t.test('Redis blocked (SIGSTOP): 503 within the command timeout, then recovery',
   );
 });
 
-t.test('Redis blocked between routing a POST and its SSE answer: the answer arrives, without cursors', async (t) => {
+t.test('Redis blocked between routing a POST and its SSE answer: the answer arrives with its cursor, recorded late', async (t) => {
   const { redis, replica, gw, sessionId } = await withSession(t);
   // Routed while the store answers; the replica answers 600 ms later, on an SSE stream.
   const call = await post(gw.url, toolCallBody('progress', { steps: 1, intervalMs: 600 }, 41), { 'mcp-session-id': sessionId });
@@ -144,8 +142,12 @@ t.test('Redis blocked between routing a POST and its SSE answer: the answer arri
   const body = await call.text();
   redis.resume();
   t.match(body, /^data: \{"result":\{"content":\[\{"type":"text","text":"done after 1 steps"\}\]\},"jsonrpc":"2.0","id":41\}$/m, "the tool's answer reached the client");
-  t.notMatch(body, /^id:/m, 'with no id: nothing was recorded, so nothing can claim to be resumable');
+  t.match(body, /^id: 1\./m, 'with its cursor');
   t.ok((await metricValue(gw.registry, 'mcp_gateway_store_errors_total', { op: 'recordEvents' })) >= 1, 'the failed record is counted');
+  await t.resolves(
+    waitFor('the record was written late', RECOVERY_DEADLINE_MS, async () => (await metricValue(gw.registry, 'mcp_gateway_unrecorded_events')) === 0 && (await metricValue(gw.registry, 'mcp_gateway_record_batches_late_total')) >= 1),
+    'the record was written once the store answered',
+  );
 });
 
 t.test('Redis busy with a slow command past the store timeout: 503 fast, then service resumes', async (t) => {

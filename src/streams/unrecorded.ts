@@ -1,0 +1,346 @@
+/**
+ * Records of events that left while the store did not answer (CONTRACT.md §7, the one exception
+ * to E5). An open stream never waits for the store longer than one attempt (plus
+ * resumption.recordRetryMs): a batch whose record cannot be written goes to a bounded in-memory
+ * backlog of its stream, its events leave at once, and a flusher writes the backlog, in order and
+ * a few large writes at a time, once the store answers again.
+ *
+ * What a client can then see on resumption: a cursor whose record arrived is continued exactly; one
+ * whose record never arrived (its stream went over a bound, the store refused the late batch, or
+ * this instance died first) is `unknown_stream`, because the store's head stays below it. Never a
+ * gap or a duplicate: batches of one stream are written strictly in order, a write that may have
+ * landed unseen is resent exactly as it was (recordEvents answers 'ok' again), and once one batch of
+ * a stream is given up, no later one of that stream is written.
+ */
+import type { Config } from '../config/schema.js';
+import { describe, isStoreError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { retryWithin } from '../retry.js';
+import type { EventBatch, JsonRpcId, RecordResult, Store } from '../store/types.js';
+
+/** Where a stream's records go: its incarnation, as the attachment that writes it. */
+export interface RecordTarget {
+  readonly sessionId: string;
+  readonly incarnation: string;
+  readonly attach: number;
+  /** A lazily recorded incarnation (POST streams): created by its first batch. */
+  readonly open?: EventBatch['open'];
+}
+
+export type StopReason = 'stream_limit' | 'total_limit' | 'refused' | 'shutdown';
+
+/**
+ * What an unrecorded event is counted as against the bounds: its share of the batch's arrays and
+ * the upstream id's characters, plus a fixed cost per batch (its object and arrays). Close to what
+ * V8 holds for them (bench/store-outage.ts measures it); the id strings are the replica's, kept alive.
+ */
+export const EVENT_COST_BYTES = 40;
+export const BATCH_COST_BYTES = 200;
+/** A late write carries at most this many events: one script run must not block Redis for long. */
+const MAX_WRITE_EVENTS = 10_000;
+/** Backlogs written at once while the store answers; while it does not, one write probes it. */
+const WRITES_AT_ONCE = 16;
+/** Pauses between attempts while the store does not answer: soon at first, then once a second. */
+const PAUSE = { firstMs: 50, maxMs: 1000 };
+/** Retries within recordRetryMs, as the pauses above. */
+const RETRY_PAUSES = { firstMs: 50, maxMs: 1000 };
+
+export interface UnrecordedDeps {
+  config: () => Config;
+  store: Store;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+interface Queued {
+  readonly batch: EventBatch;
+  readonly events: number;
+  readonly cost: number;
+}
+
+/** The records of every stream of this instance that wait for the store. */
+export class UnrecordedRecords {
+  readonly #deps: UnrecordedDeps;
+  /** Streams with a backlog, in the order they are served (one write each per round). */
+  readonly #backlogs = new Set<StreamRecords>();
+  #bytes = 0;
+  #down = false;
+  #flushing = false;
+  #closed = false;
+  #idle: (() => void)[] = [];
+  #wake: (() => void) | undefined;
+
+  constructor(deps: UnrecordedDeps) {
+    this.#deps = deps;
+  }
+
+  /** Bytes held for unrecorded events, as counted against the bounds. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** The records of one stream (one attachment), written in order. */
+  stream(target: RecordTarget): StreamRecords {
+    return new StreamRecords(target, this);
+  }
+
+  /**
+   * Graceful stop: writes what it can within `withinMs`, then gives up the rest (those cursors
+   * become unknown_stream, as if the instance had died) and takes nothing more.
+   */
+  async settle(withinMs: number): Promise<void> {
+    if (this.#backlogs.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const idle = new Promise<void>((resolve) => this.#idle.push(resolve));
+      await Promise.race([idle, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, withinMs))))]);
+      clearTimeout(timer);
+    }
+    this.#closed = true;
+    this.#wake?.();
+    let events = 0;
+    for (const stream of [...this.#backlogs]) events += stream.stop('shutdown');
+    if (events > 0) this.#deps.logger.warn({ events }, 'shutdown: events left unrecorded; their cursors will be unknown_stream');
+  }
+
+  // --- for StreamRecords ---
+
+  get down(): boolean {
+    return this.#down;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Writes a batch now, retrying within recordRetryMs; rejects with a StoreError after that. */
+  write(target: RecordTarget, batch: EventBatch, retryMs: number): Promise<RecordResult> {
+    const config = this.#deps.config();
+    const attempt = () =>
+      this.#deps.store.recordEvents(target.sessionId, target.incarnation, batch, config.resumption.recordedEvents, config.sessions.idleTtlMs);
+    return retryWithin(retryMs, RETRY_PAUSES, attempt, isStoreError);
+  }
+
+  storeFailed(): void {
+    this.#down = true;
+  }
+
+  /** The bound of one stream's held bytes. */
+  get streamBytes(): number {
+    return this.#deps.config().resumption.unrecorded.streamBytes;
+  }
+
+  /** Whether `cost` more bytes fit in the total bound. */
+  fits(cost: number): boolean {
+    return this.#bytes + cost <= this.#deps.config().resumption.unrecorded.totalBytes;
+  }
+
+  held(stream: StreamRecords, events: number, bytes: number): void {
+    this.#bytes += bytes;
+    this.#deps.metrics.unrecordedEvents.inc(events);
+    this.#deps.metrics.unrecordedBytes.inc(bytes);
+    this.#backlogs.add(stream);
+    void this.#flush();
+  }
+
+  released(events: number, bytes: number): void {
+    this.#bytes -= bytes;
+    this.#deps.metrics.unrecordedEvents.dec(events);
+    this.#deps.metrics.unrecordedBytes.dec(bytes);
+  }
+
+  emptied(stream: StreamRecords): void {
+    this.#backlogs.delete(stream);
+    if (this.#backlogs.size === 0) {
+      for (const resolve of this.#idle.splice(0)) resolve();
+    }
+  }
+
+  stopped(reason: StopReason, events: number, stream: RecordTarget): void {
+    this.#deps.metrics.streamsStoppedRecording.inc({ reason });
+    if (reason !== 'shutdown') {
+      this.#deps.logger.warn({ reason, events, attach: stream.attach }, 'a stream stopped being recorded: its later cursors will be unknown_stream');
+    }
+  }
+
+  failed(err: unknown): void {
+    this.#deps.logger.error({ err: describe(err) }, 'a late record failed for a reason other than the store');
+  }
+
+  lateWrite(): void {
+    this.#deps.metrics.lateRecordBatches.inc();
+  }
+
+  /** Writes the backlogs until none is left, pausing while the store does not answer. */
+  async #flush(): Promise<void> {
+    if (this.#flushing) return;
+    this.#flushing = true;
+    let pause = PAUSE.firstMs;
+    try {
+      while (this.#backlogs.size > 0 && !this.#closed) {
+        // Served in turn: a stream written moves behind the others.
+        const round = [...this.#backlogs].slice(0, this.#down ? 1 : WRITES_AT_ONCE);
+        const outcomes = await Promise.all(round.map((stream) => stream.writeNext()));
+        if (outcomes.includes('store_failed')) {
+          this.#down = true;
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, pause);
+            this.#wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          this.#wake = undefined;
+          pause = Math.min(pause * 2, PAUSE.maxMs);
+          continue;
+        }
+        this.#down = false;
+        pause = PAUSE.firstMs;
+        for (const stream of round) {
+          if (this.#backlogs.delete(stream) && stream.pending) this.#backlogs.add(stream);
+        }
+      }
+    } finally {
+      this.#flushing = false;
+    }
+  }
+}
+
+/** One stream's records: written at once while the store answers, held in order while it does not. */
+export class StreamRecords {
+  readonly #target: RecordTarget;
+  readonly #all: UnrecordedRecords;
+  #queue: Queued[] = [];
+  /** Attempted and not answered: it may have landed, so it is resent exactly as it was. */
+  #inFlight: Queued | undefined;
+  #bytes = 0;
+  #events = 0;
+  #stopped = false;
+
+  constructor(target: RecordTarget, all: UnrecordedRecords) {
+    this.#target = target;
+    this.#all = all;
+  }
+
+  /** Something is waiting to be written. */
+  get pending(): boolean {
+    return this.#inFlight !== undefined || this.#queue.length > 0;
+  }
+
+  /** True once this stream's records were given up: later batches are not written either. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /**
+   * Records positions fromSeq... 'ok' when the events may leave: recorded, or held for a late
+   * write. 'stale' or 'missing' when the store refused the batch at once (the stream must end,
+   * as another attachment took it over or it is gone).
+   */
+  async record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], retryMs: number): Promise<RecordResult> {
+    if (this.#stopped) return 'ok';
+    const { open } = this.#target;
+    const batch: EventBatch = { attach: this.#target.attach, fromSeq, upstreamIds, responded, ...(open && fromSeq === 1 ? { open } : {}) };
+    if (this.pending || this.#all.down || this.#all.closed) {
+      this.#hold(batch, false);
+      return 'ok';
+    }
+    try {
+      return await this.#all.write(this.#target, batch, retryMs);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      this.#all.storeFailed();
+      this.#hold(batch, true);
+      return 'ok';
+    }
+  }
+
+  /** Gives up what is held; later batches are not written. Returns the events given up. */
+  stop(reason: StopReason): number {
+    if (this.#stopped) return 0;
+    this.#stopped = true;
+    const events = this.#events;
+    this.#all.released(this.#events, this.#bytes);
+    this.#queue = [];
+    this.#inFlight = undefined;
+    this.#bytes = 0;
+    this.#events = 0;
+    this.#all.emptied(this);
+    this.#all.stopped(reason, events, this.#target);
+    return events;
+  }
+
+  /** One late write: the batch in flight again, or the next held batches merged into one. */
+  async writeNext(): Promise<'ok' | 'store_failed'> {
+    const next = this.#inFlight ?? this.#merge();
+    if (next === undefined) return 'ok';
+    this.#inFlight = next;
+    let result: RecordResult;
+    try {
+      result = await this.#all.write(this.#target, next.batch, 0);
+    } catch (err) {
+      if (isStoreError(err)) return 'store_failed';
+      // Not the store's passing failure: this batch will never be written.
+      this.#all.failed(err);
+      this.stop('refused');
+      return 'ok';
+    }
+    if (this.#stopped || this.#inFlight !== next) return 'ok';
+    if (result !== 'ok') {
+      this.stop('refused');
+      return 'ok';
+    }
+    this.#inFlight = undefined;
+    this.#bytes -= next.cost;
+    this.#events -= next.events;
+    this.#all.released(next.events, next.cost);
+    this.#all.lateWrite();
+    if (!this.pending) this.#all.emptied(this);
+    return 'ok';
+  }
+
+  #hold(batch: EventBatch, attempted: boolean): void {
+    if (this.#stopped) return;
+    let cost = BATCH_COST_BYTES;
+    for (const id of batch.upstreamIds) cost += EVENT_COST_BYTES + (id === null ? 0 : id.length);
+    const limits = this.#all;
+    if (limits.closed) {
+      this.stop('shutdown');
+      return;
+    }
+    if (this.#bytes + cost > limits.streamBytes) {
+      this.stop('stream_limit');
+      return;
+    }
+    if (!limits.fits(cost)) {
+      this.stop('total_limit');
+      return;
+    }
+    const queued = { batch, events: batch.upstreamIds.length, cost };
+    if (attempted) this.#inFlight = queued;
+    else this.#queue.push(queued);
+    this.#bytes += cost;
+    this.#events += queued.events;
+    this.#all.held(this, queued.events, cost);
+  }
+
+  /** The held batches from the front, as one batch of at most MAX_WRITE_EVENTS events (or one batch). */
+  #merge(): Queued | undefined {
+    const first = this.#queue[0];
+    if (first === undefined) return undefined;
+    let take = 1;
+    let events = first.events;
+    while (take < this.#queue.length && events + this.#queue[take]!.events <= MAX_WRITE_EVENTS) events += this.#queue[take++]!.events;
+    if (take === 1) {
+      this.#queue.shift();
+      return first;
+    }
+    const parts = this.#queue.splice(0, take);
+    const batch: EventBatch = {
+      ...first.batch,
+      upstreamIds: parts.flatMap((p) => p.batch.upstreamIds),
+      responded: parts.flatMap((p) => p.batch.responded),
+    };
+    return { batch, events, cost: parts.reduce((sum, p) => sum + p.cost, 0) };
+  }
+}
