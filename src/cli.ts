@@ -8,11 +8,11 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { format, parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { createLogger, LogSecrets, redactUrl } from './logger.js';
+import { createLogger, LogSecrets, redactUrl, type Logger } from './logger.js';
 import { buildServer } from './server.js';
 import { createStore } from './store/index.js';
 import { packageVersion } from './version.js';
@@ -78,6 +78,7 @@ async function run(config: Config, file: string): Promise<number> {
   const secrets = new LogSecrets();
   secrets.addConfig(config);
   const logger = createLogger(config.log.level, { secrets });
+  routeConsole(logger);
   const store = createStore(config.store, logger);
   const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets });
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
@@ -125,6 +126,22 @@ async function run(config: Config, file: string): Promise<number> {
     return 1;
   }
   return stopped;
+}
+
+/**
+ * Libraries that write to the console (ioredis warns there that a password was given to a Redis
+ * that needs none) would put plain text among the JSON lines: their lines go through the logger.
+ */
+function routeConsole(logger: Logger): void {
+  const library = logger.child({ from: 'library' });
+  const say = (level: 'info' | 'warn' | 'error') => (...args: unknown[]) => {
+    library[level](format(...args).replace(/^\[(WARN|ERROR|INFO)\]\s*/, ''));
+  };
+  console.log = say('info');
+  console.info = say('info');
+  console.debug = say('info');
+  console.warn = say('warn');
+  console.error = say('error');
 }
 
 main(process.argv.slice(2)).then(

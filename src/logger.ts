@@ -115,21 +115,23 @@ export function sanitize(value: unknown, depth: number): unknown {
 
 /**
  * An error as a log line shows it: type, code, message and cause, each said once. The stack only
- * for an error without a code: a code names an expected condition (a timeout, a refused
- * connection, a store failure), and its stack says nothing an operator can use.
+ * for an error without a code, outside any error with one: a code names an expected condition (a
+ * timeout, a refused connection, a store failure), and its stack, or its causes', says nothing an
+ * operator can use.
  */
-function sanitizeError(err: Error, depth: number): Record<string, unknown> {
+function sanitizeError(err: Error, depth: number, expected = false): Record<string, unknown> {
   const code = (err as { code?: unknown }).code;
   const out: Record<string, unknown> = { type: err.name, message: err.message };
   if (typeof code === 'string' || typeof code === 'number') out['code'] = code;
+  const named = expected || out['code'] !== undefined;
   const cause = err.cause;
   if (cause !== undefined) {
-    const inner = sanitize(cause, depth + 1);
+    const inner = cause instanceof Error && depth + 1 < MAX_DEPTH ? sanitizeError(cause, depth + 1, named) : sanitize(cause, depth + 1);
     // A message that already ends with its cause's message (StoreError does) need not say it twice.
     const innerMessage = typeof inner === 'object' && inner !== null ? (inner as { message?: unknown }).message : undefined;
     out['cause'] = typeof innerMessage === 'string' && err.message.endsWith(innerMessage) ? omitMessage(inner as Record<string, unknown>) : inner;
   }
-  if (out['code'] === undefined && err.stack) out['stack'] = err.stack;
+  if (!named && err.stack) out['stack'] = err.stack;
   return out;
 }
 

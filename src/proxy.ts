@@ -11,6 +11,7 @@ import type { Fleet } from './fleet/index.js';
 import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
 import type { Logger } from './logger.js';
 import { NO_REPLICA, type Metrics } from './metrics.js';
+import { RecentIds } from './recent-ids.js';
 import { relay } from './relay.js';
 import type { CursorTarget } from './sse/rewriter.js';
 import type { Attachment, SseStreams } from './streams.js';
@@ -18,6 +19,9 @@ import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
 import type { JsonRpcId, SessionRecord, Store } from './store/types.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, UpstreamAbort, type UpstreamResponse, type Upstreams } from './upstream.js';
+
+/** Sessions whose loss was logged, remembered so as not to log it again (a few hundred KB at most). */
+const LOST_SESSIONS_REMEMBERED = 4096;
 
 export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
 
@@ -58,10 +62,13 @@ export function createProxy(deps: ProxyDeps) {
     return answer(request, reply, 404, SESSION_NOT_FOUND_BODY);
   }
 
+  // Requests of a session in flight when its owner went each find it lost: one line says so.
+  const lostLogged = new RecentIds(LOST_SESSIONS_REMEMBERED);
+
   /** Marks a session lost in the store; the answer to the client does not wait on it. */
   function loseSession(record: SessionRecord, why: string): void {
     fleet.sessionEnded(record.owner, record.sessionId);
-    logger.info({ session: shortId(record.sessionId), replica: record.owner, why }, 'session lost');
+    if (lostLogged.firstTime(record.sessionId)) logger.info({ session: shortId(record.sessionId), replica: record.owner, why }, 'session lost');
     store.endSession(record.sessionId, 'lost', deps.config().sessions.tombstoneTtlMs).catch((err: unknown) => {
       logger.warn({ err: describe(err), session: shortId(record.sessionId) }, 'cannot record the session as lost');
     });

@@ -221,7 +221,8 @@ export class Fleet {
     replica.health = nextHealth(replica.health, observation, thresholds);
     const to = replica.health.status;
     if (from === to) return false;
-    this.#logger.info({ replica: replica.config.id, from, to, why }, 'replica health changed');
+    // Coming back is good news; going suspect or down is what an operator looks for.
+    this.#logger[to === 'up' ? 'info' : 'warn']({ replica: replica.config.id, from, to, why }, 'replica health changed');
     if (to === 'down') replica.sessions.clear();
     this.#metrics.replicaUp.set({ replica: replica.config.id }, to === 'down' ? 0 : 1);
     return to === 'down';

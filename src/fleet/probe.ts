@@ -30,17 +30,28 @@ export class Prober {
       });
       await response.body.dump();
       const header = instanceHeader ? response.headers[instanceHeader.toLowerCase()] : undefined;
+      const ok = expectStatus.length === 0 || expectStatus.includes(response.statusCode);
       return {
-        ok: expectStatus.length === 0 || expectStatus.includes(response.statusCode),
-        why: `probe answered ${response.statusCode}`,
+        ok,
+        // Without expectStatus any answer means alive (a 400 or 405 from an MCP endpoint probed
+        // with a bare GET included): said so, not as if the status were a fault.
+        why: ok ? `alive (probe answered ${response.statusCode})` : `probe answered ${response.statusCode}, expected ${expectStatus.join(' or ')}`,
         instance: Array.isArray(header) ? header[0] : header,
       };
     } catch (err) {
-      return { ok: false, why: `probe failed: ${(err as { code?: string }).code ?? String(err)}`, instance: undefined };
+      return { ok: false, why: `probe failed: ${probeFailure(err)}`, instance: undefined };
     }
   }
 
   close(): Promise<void> {
     return this.#agent.close();
   }
+}
+
+/** A failed probe in a few words: the error's code (ECONNREFUSED, UND_ERR_HEADERS_TIMEOUT...), never a stack. */
+function probeFailure(err: unknown): string {
+  const { code, name, cause } = err as { code?: unknown; name?: unknown; cause?: { code?: unknown } };
+  if (typeof cause?.code === 'string') return cause.code;
+  if (typeof code === 'string') return code;
+  return name === 'TimeoutError' || name === 'AbortError' ? 'no answer in time' : String(err);
 }

@@ -21,7 +21,7 @@ export function createStore(config: Config['store'], logger: Logger): Store {
     onError: (err) => {
       if (err.message === lastError) return;
       lastError = err.message;
-      logger.warn({ err: err.message }, 'store connection error');
+      logger.warn({ code: (err as NodeJS.ErrnoException).code, err: err.message }, 'store connection error');
     },
   });
 }

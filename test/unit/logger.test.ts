@@ -24,7 +24,7 @@ t.test('an error keeps type, code, message and cause; its raw packet and other p
     config: { secret: 'x' },
   });
   logger.trace({ err }, 'client error');
-  t.same(last()['err'], { type: 'Error', message: 'store operation ping failed: no reply within 500 ms', code: 'GW_STORE_UNAVAILABLE', cause: { type: 'Error', stack: cause.stack } });
+  t.same(last()['err'], { type: 'Error', message: 'store operation ping failed: no reply within 500 ms', code: 'GW_STORE_UNAVAILABLE', cause: { type: 'Error' } });
 });
 
 t.test('an error without a code keeps its stack; an error logged alone too', async (t) => {
