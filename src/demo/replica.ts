@@ -57,6 +57,10 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
   // Side-effect counter of the `counter` tool: per replica, which is per process when run as a CLI.
   const counter = { value: 0 };
 
+  // GET requests open on the MCP path (SSE streams): /healthz says, so that a test can wait until
+  // a stream closed before resuming it (the SDK answers 409 while it still holds the stream).
+  let getStreams = 0;
+
   async function openSession(): Promise<StreamableHTTPServerTransport> {
     // Known before initialize, so that the event log view can be scoped to it.
     const sessionId = randomUUID();
@@ -78,6 +82,10 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
 
   async function handleMcp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const sessionId = req.headers['mcp-session-id'];
+    if (req.method === 'GET') {
+      getStreams++;
+      res.once('close', () => getStreams--);
+    }
     if (typeof sessionId === 'string') {
       const transport = sessions.get(sessionId);
       // Same answer as the SDK gives for a session it does not hold (e.g. after a restart).
@@ -96,7 +104,7 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
 
   function handleDemo(req: IncomingMessage, res: ServerResponse, url: URL): void {
     if (url.pathname === '/healthz' && req.method === 'GET') {
-      return sendJson(res, 200, { replica: id, sessions: sessions.size });
+      return sendJson(res, 200, { replica: id, sessions: sessions.size, getStreams });
     }
     if (url.pathname === '/_demo/trim' && req.method === 'POST') {
       const keep = Number(url.searchParams.get('keep') ?? Number.NaN);

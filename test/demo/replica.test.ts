@@ -203,7 +203,7 @@ t.test('sessions: DELETE ends one, unknown ones get 404, a missing one 400', asy
   t.equal(r.sessions(), 1);
 
   const health = await fetch(new URL('/healthz', r.url));
-  t.same(await health.json(), { replica: 'demo-1', sessions: 1 });
+  t.match(await health.json(), { replica: 'demo-1', sessions: 1, getStreams: Number }, 'sessions held and GET streams open');
 
   await transport.terminateSession();
   t.equal(r.sessions(), 0);

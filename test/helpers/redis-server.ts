@@ -17,6 +17,9 @@ export interface RedisServer {
   kill(signal: NodeJS.Signals): Promise<void>;
   /** Stops and starts again on the same port; `keepData` saves the dataset first and reloads it. */
   restart(opts: { keepData: boolean }): Promise<void>;
+  /** Stops after saving the dataset (SHUTDOWN SAVE); up() starts it again on the same port with it. */
+  down(): Promise<void>;
+  up(): Promise<void>;
   /** SIGSTOP: connections stay open but nothing is answered, like a blocked Redis. */
   pause(): void;
   /** SIGCONT. */
@@ -55,15 +58,19 @@ export async function startRedisServer(t: Teardown): Promise<RedisServer> {
     if (server?.pid !== undefined) process.kill(server.pid, name);
   }
 
+  async function down(): Promise<void> {
+    if (paused) throw new Error('resume() the server before saving its dataset');
+    // SHUTDOWN SAVE writes dump.rdb even with `--save ''`; the next process loads it. The server
+    // closes the connection instead of answering.
+    const exited = server?.exited ?? Promise.resolve();
+    await command(port, ['SHUTDOWN', 'SAVE']).catch(() => undefined);
+    await exited;
+    server = null;
+  }
+
   async function restart({ keepData }: { keepData: boolean }): Promise<void> {
     if (keepData) {
-      if (paused) throw new Error('resume() the server before restart({ keepData: true })');
-      // SHUTDOWN SAVE writes dump.rdb even with `--save ''`; the new process loads it. The server
-      // closes the connection instead of answering.
-      const exited = server?.exited ?? Promise.resolve();
-      await command(port, ['SHUTDOWN', 'SAVE']).catch(() => undefined);
-      await exited;
-      server = null;
+      await down();
     } else {
       await kill('SIGKILL');
       await rm(join(dir, 'dump.rdb'), { force: true });
@@ -101,6 +108,8 @@ export async function startRedisServer(t: Teardown): Promise<RedisServer> {
     stop,
     kill,
     restart,
+    down,
+    up: start,
     pause() {
       signal('SIGSTOP');
       paused = true;
