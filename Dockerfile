@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# mcp-resume-gateway: the gateway, and the demo replica (dist/demo/replica.js) for trying it out.
+# mcp-resume-gateway: the gateway, and the demo replica (demo/dist/replica.js) for trying it out.
 #
 #   docker build -t mcp-resume-gateway:0.1.0 .
 #   docker run --rm -p 8080:8080 -p 9464:9464 \
@@ -19,6 +19,7 @@ COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+COPY demo ./demo
 RUN npm run build
 
 FROM ${NODE_IMAGE} AS runtime
@@ -26,7 +27,12 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
+# The demo is a package of its own: the MCP SDK and zod it runs on go to demo/node_modules, never
+# into the gateway's dependencies.
+COPY demo/package.json demo/package-lock.json ./demo/
+RUN --mount=type=cache,target=/root/.npm npm ci --prefix demo --omit=dev --no-audit --no-fund
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/demo/dist ./demo/dist
 COPY config ./config
 COPY deploy/config/gateway.container.yaml ./config/gateway.yaml
 # 1000:1000 is the base image's `node` user. Numeric, so that Kubernetes' runAsNonRoot can verify

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { startReplica } from '../src/demo/replica.js';
+import { startReplica } from '../demo/src/replica.js';
 import { spawnProcess } from './helpers/processes.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));

@@ -17,7 +17,7 @@ import { accepts, freePort, have, startChild, waitFor, type Child } from './proc
 
 const BUILD = new URL('../../', import.meta.url);
 const GATEWAY_CLI = fileURLToPath(new URL('src/cli.js', BUILD));
-const REPLICA_CLI = fileURLToPath(new URL('src/demo/replica.js', BUILD));
+const REPLICA_CLI = fileURLToPath(new URL('demo/src/replica.js', BUILD));
 const UPSTREAM_CLI = fileURLToPath(new URL('bench/upstream.js', BUILD));
 const FLOOR_CLI = fileURLToPath(new URL('bench/floor.js', BUILD));
 /** Templates live beside the sources: build/bench/lib/ -> bench/templates/. */

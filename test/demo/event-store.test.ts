@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { BoundedEventStore, ReplayRefusedError } from '../../src/demo/event-store.js';
+import { BoundedEventStore, ReplayRefusedError } from '../../demo/src/event-store.js';
 
 const GET = '_GET_stream';
 const msg = (n: number): JSONRPCMessage => ({ jsonrpc: '2.0', method: 'notifications/message', params: { n } });

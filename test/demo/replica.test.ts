@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -6,7 +8,8 @@ import {
   LoggingMessageNotificationSchema,
   type LoggingMessageNotification,
 } from '@modelcontextprotocol/sdk/types.js';
-import { startReplica, type Replica } from '../../src/demo/replica.js';
+import { startReplica, type Replica } from '../../demo/src/replica.js';
+import { spawnProcess } from '../helpers/processes.js';
 import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
 
 interface SseEvent {
@@ -352,4 +355,41 @@ t.test('as a child process: listening line, SIGTERM exits 0, restart on the same
   t.same(child.exit, { code: null, signal: 'SIGKILL' });
   const siblingClient = await sdkClient(t, sibling.url);
   t.equal(textOf(await siblingClient.client.callTool({ name: 'whoami', arguments: {} })), 'c2', 'the sibling lives on');
+});
+
+/** The program as the image, compose and `npm run demo` run it: the demo package's build. */
+const REPLICA_PROGRAM = fileURLToPath(new URL('../../../demo/dist/replica.js', import.meta.url));
+
+/** Runs the replica program with `args` to its end: exit code and both outputs. */
+async function runReplicaProgram(t: Test, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawnProcess(process.execPath, [REPLICA_PROGRAM, ...args], { stdio: ['ignore', 'pipe', 'pipe'], t });
+  let stdout = '';
+  proc.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const { code } = await proc.exited;
+  return { code, stdout, stderr: proc.stderrTail() };
+}
+
+t.test('the command line: --help lists every option and exits 0; a missing --id points to it', async (t) => {
+  for (const flag of ['--help', '-h']) {
+    const r = await runReplicaProgram(t, [flag]);
+    t.equal(r.code, 0, `${flag}: exit 0`);
+    t.match(r.stdout, /^usage: node demo\/dist\/replica\.js --id ID/, `${flag}: usage on stdout`);
+    for (const option of ['--id ID', '--host HOST', '--port N', '--max-events N', '-h, --help']) t.match(r.stdout, option, `${flag} lists ${option}`);
+    t.equal(r.stderr, '', `${flag}: nothing on stderr`);
+  }
+  const missing = await runReplicaProgram(t, ['--port', '0']);
+  t.equal(missing.code, 1, 'no --id: exit 1');
+  t.equal(missing.stdout, '', 'no --id: no listening line');
+  t.equal(missing.stderr, 'replica: --id is required (--help lists the options)\n');
+});
+
+t.test("the demo's dependencies are its own: the gateway's runtime set holds neither the SDK nor zod", async (t) => {
+  const manifest = (path: string) => JSON.parse(readFileSync(fileURLToPath(new URL(`../../../${path}`, import.meta.url)), 'utf8')) as Record<string, Record<string, string> | undefined>;
+  const root = manifest('package.json');
+  const demo = manifest('demo/package.json');
+  for (const name of ['@modelcontextprotocol/sdk', 'zod']) {
+    t.notOk(root['dependencies']?.[name], `${name} is not a dependency of the gateway`);
+    t.ok(demo['dependencies']?.[name], `${name} is a dependency of the demo package`);
+    t.equal(root['devDependencies']?.[name], demo['dependencies']?.[name], `the tests run the demo on the ${name} range it declares`);
+  }
 });

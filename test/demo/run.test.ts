@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { spawnProcess } from '../helpers/processes.js';
 
-/** Tests compile to build/test/, sources to build/src/. */
-const RUN_JS = fileURLToPath(new URL('../../src/demo/run.js', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** What `npm run demo` runs: the demo package's build, beside the gateway's dist/ (npm run build makes both). */
+const RUN_JS = fileURLToPath(new URL('../../../demo/dist/run.js', import.meta.url));
 const CONFIG = fileURLToPath(new URL('../../../config/gateway.yaml', import.meta.url));
 const DEMO_TIMEOUT_MS = 60_000;
 

@@ -5,8 +5,8 @@
 import { fileURLToPath } from 'node:url';
 import { jsonLine, readyLine, spawnProcess, type Proc, type Teardown } from './processes.js';
 
-/** Tests compile to build/test/, sources to build/src/. */
-const REPLICA_JS = fileURLToPath(new URL('../../src/demo/replica.js', import.meta.url));
+/** Tests compile to build/test/, the demo's sources to build/demo/src/. */
+const REPLICA_JS = fileURLToPath(new URL('../../demo/src/replica.js', import.meta.url));
 
 export interface ReplicaProcessOptions {
   id: string;

@@ -115,7 +115,7 @@ t.test('docker-compose.yml: the demo topology', async (t) => {
       t.ok(service, `${replica.id}: ${host} is a compose service`);
       if (!service) continue;
       const argv = [...(service.entrypoint ?? []), ...(service.command ?? [])];
-      t.same(argv.slice(0, 2), ['node', 'dist/demo/replica.js'], `${host} runs the demo replica`);
+      t.same(argv.slice(0, 2), ['node', 'demo/dist/replica.js'], `${host} runs the demo replica`);
       const flag = (f: string) => argv[argv.indexOf(f) + 1];
       t.equal(flag('--id'), replica.id, `${host} has id ${replica.id}`);
       t.equal(Number(flag('--port')), port, `${host} listens on ${port}`);
@@ -294,7 +294,7 @@ t.test('kubernetes manifests agree with the configuration, the image and each ot
   t.equal(headless.spec.clusterIP, 'None', 'replicas behind a headless Service');
   const replicaContainer = statefulSet.spec.template.spec.containers[0];
   t.equal(replicaContainer.image, IMAGE);
-  t.same(replicaContainer.command, ['node', 'dist/demo/replica.js']);
+  t.same(replicaContainer.command, ['node', 'demo/dist/replica.js']);
   const replicaPort = replicaContainer.ports.find((p: Any) => p.name === 'mcp').containerPort;
   t.same(
     config.replicas.map((r) => ({ id: r.id, ...hostPort(r.url) })),

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parse } from 'yaml';
-import { startReplica } from '../../src/demo/replica.js';
+import { startReplica } from '../../demo/src/replica.js';
 import { startGateway } from '../helpers/gateway.js';
 import { post, rawSession } from '../helpers/http.js';
 

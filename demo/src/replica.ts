@@ -4,7 +4,7 @@
  * demo and container image run it; the gateway itself must not depend on anything here that a
  * plain SDK server lacks (such as /healthz).
  *
- *   node dist/demo/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000]
+ *   node demo/dist/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000]
  *
  * prints one JSON line `{"event":"listening",...}` on stdout and nothing else there.
  *
@@ -257,6 +257,17 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
+const USAGE = `usage: node demo/dist/replica.js --id ID [options]
+  --id ID             the replica's id: the whoami tool and GET /healthz answer it
+  --host HOST         address to listen on (default: 127.0.0.1)
+  --port N            port to listen on (default: 0, any free port; the listening line names it)
+  --max-events N      events kept for resumption, all sessions together (default: ${DEFAULT_MAX_EVENTS});
+                      a reconnect from an event no longer kept is refused, never replayed in part
+  -h, --help          this text
+
+Prints one JSON line {"event":"listening","id","url","port","pid"} on stdout once it listens,
+and nothing else there. SIGTERM or SIGINT closes it and exits 0.`;
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -264,12 +275,17 @@ async function main(): Promise<void> {
       host: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '0' },
       'max-events': { type: 'string', default: String(DEFAULT_MAX_EVENTS) },
+      help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
   const port = Number(values.port);
   const maxEvents = Number(values['max-events']);
-  if (!values.id) throw new Error('--id is required');
+  if (!values.id) throw new Error('--id is required (--help lists the options)');
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad --port ${values.port}`);
   if (!Number.isInteger(maxEvents) || maxEvents < 1) throw new Error(`bad --max-events ${values['max-events']}`);
 

@@ -8,14 +8,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Registry } from 'prom-client';
-import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig } from '../config/load.js';
-import type { Config } from '../config/schema.js';
-import { createLogger } from '../logger.js';
-import { buildServer, type Gateway } from '../server.js';
-import { createStore } from '../store/index.js';
+// The gateway as this repository builds it (npm run build): demo/dist/ and dist/ sit side by side.
+import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig } from '../../dist/config/load.js';
+import type { Config } from '../../dist/config/schema.js';
+import { createLogger } from '../../dist/logger.js';
+import { buildServer, type Gateway } from '../../dist/server.js';
+import { createStore } from '../../dist/store/index.js';
 import { startReplica, type Replica } from './replica.js';
 
-const USAGE = `usage: npm run demo -- [options]        (or: node dist/demo/run.js [options])
+const USAGE = `usage: npm run demo -- [options]        (or: node demo/dist/run.js [options])
   --config FILE       gateway configuration (default: ${DEFAULT_CONFIG_FILE}); a demo replica is
                       started in this process for each replica it lists, at that replica's URL
   --port-base N       put the replicas on ports N+1, N+2, ... instead of the ports in their URLs
