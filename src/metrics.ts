@@ -79,6 +79,12 @@ export function createMetrics(registry: Registry) {
       labelNames: ['reason'] as const,
       registers,
     }),
+    clientsRefused: new Counter({
+      name: 'mcp_gateway_client_refused_total',
+      help: 'Client connections and requests the MCP listener refused before routing: connection_limit (over limits.clientConnections), headers_timeout (headers not in within limits.headersTimeoutMs), header_overflow (over limits.headerBytes), malformed.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

@@ -10,6 +10,7 @@ import { buildAdmin } from './admin.js';
 import type { Config } from './config/schema.js';
 import { Fleet } from './fleet/index.js';
 import { clientErrorHandler } from './clients/errors.js';
+import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
 import type { Logger, LogSecrets } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { jsonRpcError } from './errors.js';
@@ -67,14 +68,16 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     // Nothing logs through request.log: no child logger per request.
     childLoggerFactory: (parent) => parent,
     bodyLimit: config.limits.bodyBytes,
-    http: { maxHeaderSize: config.limits.headerBytes },
+    http: { maxHeaderSize: config.limits.headerBytes, connectionsCheckingInterval: HEADERS_CHECK_INTERVAL_MS },
     routerOptions: { ignoreTrailingSlash: true },
     // No timeout cuts a request or an open stream (R5); replicas are bounded by upstream timeouts.
     requestTimeout: 0,
     connectionTimeout: 0,
     return503OnClosing: true,
-    clientErrorHandler: clientErrorHandler({ logger }),
+    clientErrorHandler: clientErrorHandler({ logger, onRefused: (status) => metrics.clientsRefused.inc({ reason: refusalReason(status) }) }),
   });
+  applyClientLimits(mcp.server, config.limits);
+  countDroppedConnections(mcp.server, metrics);
   mcp.removeAllContentTypeParsers();
   // Bodies are forwarded as the client sent them: read as bytes, never re-serialized.
   mcp.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));

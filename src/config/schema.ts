@@ -238,6 +238,16 @@ export const ConfigSchema = Type.Object(
           default: 16 * 1024,
           description: 'largest request header block accepted (431 above it)',
         }),
+        headersTimeoutMs: Millis(
+          "how long a client may take to send a request's whole header block; a silent or half-sent one is answered 408 and closed (checked every second). Never bounds a request after its headers: SSE streams stay open",
+          10_000,
+        ),
+        clientConnections: Type.Integer({
+          minimum: 1,
+          default: 10_000,
+          description:
+            'open client connections on the MCP listener at the most (each open SSE stream holds one); a connection over it is closed at once and counted in mcp_gateway_client_refused_total{reason="connection_limit"}. Keep it under the process file limit (ulimit -n)',
+        }),
         sseEventBytes: Type.Integer({
           minimum: 1024,
           default: 1024 * 1024,
