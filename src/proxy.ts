@@ -9,6 +9,7 @@ import type { Config, ReplicaConfig } from './config/schema.js';
 import { describe, isStoreError, jsonRpcError } from './errors.js';
 import type { Fleet } from './fleet/index.js';
 import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
+import { requestIds } from './jsonrpc.js';
 import type { Logger } from './logger.js';
 import { NO_REPLICA, type Metrics } from './metrics.js';
 import { RecentIds } from './recent-ids.js';
@@ -17,7 +18,7 @@ import type { CursorTarget } from './sse/rewriter.js';
 import type { Attachment, SseStreams } from './streams.js';
 import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
-import type { JsonRpcId, SessionRecord, Store } from './store/types.js';
+import type { SessionRecord, Store } from './store/types.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, UpstreamAbort, type UpstreamResponse, type Upstreams } from './upstream.js';
 
 /** Sessions whose loss was logged, remembered so as not to log it again (a few hundred KB at most). */
@@ -345,22 +346,4 @@ export function createProxy(deps: ProxyDeps) {
 /** Enough of a session id to follow it through the logs, not enough to use it. */
 export function shortId(sessionId: string): string {
   return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
-}
-
-/** The ids of the JSON-RPC requests in a POST body (one message or a batch). */
-export function requestIds(body: unknown): JsonRpcId[] {
-  if (!Buffer.isBuffer(body)) return [];
-  try {
-    const parsed = JSON.parse(body.toString('utf8')) as unknown;
-    const ids: JsonRpcId[] = [];
-    for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-      if (m && typeof m === 'object' && 'method' in m) {
-        const id = (m as { id?: unknown }).id;
-        if (typeof id === 'string' || typeof id === 'number') ids.push(id);
-      }
-    }
-    return ids;
-  } catch {
-    return [];
-  }
 }

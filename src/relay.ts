@@ -1,8 +1,10 @@
 /**
- * Relays a replica's response body to the client as it arrives: nothing is buffered beyond what
+ * A replica's response body relayed to the client as it arrives: nothing is buffered beyond what
  * the socket has not taken yet (backpressure pauses the replica), the client's response ends when
- * the replica's does, and the replica's request is closed when the client goes away. SSE bodies
- * go through src/sse/pipe.ts instead, which rewrites their ids on the way.
+ * the replica's does, and the replica's request is closed when the client goes away.
+ *
+ * `Channel` is that mechanism, once: reads in order, writes with backpressure, settles once.
+ * `relay()` passes the bytes as they are; src/sse/pipe.ts passes SSE bodies through the rewriter.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
@@ -16,56 +18,106 @@ export interface Relay<End extends string = string> {
   readonly done: Promise<End>;
 }
 
-export function relay(body: Readable, res: ServerResponse): Relay<RelayEnd> {
-  let finish!: (how: RelayEnd) => void;
-  const done = new Promise<RelayEnd>((resolve) => {
-    let settled = false;
-    finish = (how) => {
-      if (settled) return;
-      settled = true;
-      body.off('data', onData);
-      res.off('drain', onDrain);
-      if (how === 'client_gone') {
-        body.destroy();
-      } else {
-        // Closing the replica's side first (no-op when it ended) tells it the stream is over.
-        body.destroy();
-        if (!res.writableEnded) res.end();
-      }
-      resolve(how);
-    };
-  });
-
-  const onDrain = () => body.resume();
-  const onData = (chunk: Buffer) => {
-    if (!res.write(chunk)) {
-      body.pause();
-      res.once('drain', onDrain);
-    }
-  };
-  body.on('data', onData);
-  body.once('end', () => finish('upstream_end'));
-  body.on('error', () => finish('upstream_error'));
-  res.once('close', () => finish(res.writableFinished ? 'upstream_end' : 'client_gone'));
-
-  return { end: () => finish('gateway_end'), done };
+/** What a channel's user does with each part of the replica's body, and with either side's end. */
+export interface ChannelSteps {
+  /** Everything readable now, in one chunk. Returns false to stop reading (settled, or waiting for 'drain'). */
+  read(chunk: Buffer): boolean | Promise<boolean>;
+  /** The replica's body ended; everything it sent was read before. */
+  end(): void;
+  /** The replica's body failed. */
+  error(): void;
+  /** The client's response closed: finished, or the client went away. */
+  close(): void;
 }
 
-/** The streams open right now, by owning replica, so that shutdown and reloads can end them. */
-export class OpenStreams {
-  readonly #open = new Map<Relay, string>();
+export class Channel<End extends string> {
+  readonly done: Promise<End>;
+  #settled = false;
+  /** The client's response has begun: settling ends it (unless the client is gone). */
+  #responding = false;
+  #waitingForDrain = false;
+  #resolve!: (how: End) => void;
+  #steps: ChannelSteps | undefined;
+  /** Reads, the end and errors are handled strictly in order (see run). */
+  #queue = Promise.resolve();
 
-  add(stream: Relay, replica: string): void {
-    this.#open.set(stream, replica);
-    void stream.done.then(() => this.#open.delete(stream));
+  constructor(
+    private readonly body: Readable,
+    private readonly res: ServerResponse,
+    /** Runs once when the channel settles, before anything is closed. */
+    private readonly onSettle: () => void = () => {},
+  ) {
+    this.done = new Promise<End>((resolve) => (this.#resolve = resolve));
   }
 
-  get size(): number {
-    return this.#open.size;
+  get settled(): boolean {
+    return this.#settled;
   }
 
-  /** Ends every open stream, or those of the given replicas. */
-  end(replicas?: ReadonlySet<string>): void {
-    for (const [stream, replica] of this.#open) if (!replicas || replicas.has(replica)) stream.end();
+  /** From now on, settling ends the client's response. */
+  respond(): void {
+    this.#responding = true;
   }
+
+  /**
+   * Settles once: the replica's body is destroyed (closing its request tells it the stream is
+   * over; a no-op once it ended), and the client's response ends unless the client went away.
+   */
+  settle(how: End): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.onSettle();
+    this.body.destroy();
+    if (this.#responding && how !== 'client_gone' && !this.res.writableEnded) this.res.end();
+    this.#resolve(how);
+  }
+
+  /**
+   * Writes `bytes` to the client. False when the socket's buffer is full: reading stops and goes
+   * on once it has drained, so that a client that does not read holds the replica back.
+   */
+  write(bytes: Buffer): boolean {
+    if (bytes.length === 0 || this.res.write(bytes)) return true;
+    this.#waitingForDrain = true;
+    this.res.once('drain', () => {
+      this.#waitingForDrain = false;
+      this.#inOrder(this.#readAll);
+    });
+    return false;
+  }
+
+  /** Wires the body's and the response's events to `steps`. */
+  run(steps: ChannelSteps): void {
+    this.#steps = steps;
+    // A Readable emits 'end' as soon as it handed out its last data, while that data may still be
+    // on its way through an asynchronous read step: the end waits its turn.
+    this.body.on('readable', () => this.#inOrder(this.#readAll));
+    this.body.once('end', () => this.#inOrder(() => steps.end()));
+    this.body.on('error', () => this.#inOrder(() => steps.error()));
+    this.res.once('close', () => steps.close());
+  }
+
+  readonly #readAll = async (): Promise<void> => {
+    while (!this.#settled && !this.#waitingForDrain) {
+      const chunk = this.body.read() as Buffer | null;
+      if (chunk === null) return;
+      if (!(await this.#steps!.read(chunk))) return;
+    }
+  };
+
+  #inOrder(step: () => void | Promise<void>): void {
+    this.#queue = this.#queue.then(step);
+  }
+}
+
+export function relay(body: Readable, res: ServerResponse): Relay<RelayEnd> {
+  const channel = new Channel<RelayEnd>(body, res);
+  channel.respond();
+  channel.run({
+    read: (chunk) => channel.write(chunk),
+    end: () => channel.settle('upstream_end'),
+    error: () => channel.settle('upstream_error'),
+    close: () => channel.settle(res.writableFinished ? 'upstream_end' : 'client_gone'),
+  });
+  return { end: () => channel.settle('gateway_end'), done: channel.done };
 }

@@ -17,7 +17,7 @@ import { jsonRpcError } from './errors.js';
 import { createOriginPolicy } from './cors.js';
 import { createProxy } from './proxy.js';
 import { CursorKeys } from './cursor-keys.js';
-import { OpenStreams } from './relay.js';
+import { OpenStreams } from './open-streams.js';
 import { retryWithin } from './retry.js';
 import { SseStreams } from './streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';

@@ -10,7 +10,7 @@ import { newIncarnationId } from './cursor.js';
 import type { CursorKeys } from './cursor-keys.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
-import type { OpenStreams } from './relay.js';
+import type { OpenStreams } from './open-streams.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './sse/pipe.js';
 import { SseRewriter, type CursorTarget } from './sse/rewriter.js';
 import type { EventBatch, IncarnationKind, JsonRpcId, Store } from './store/types.js';

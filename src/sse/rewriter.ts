@@ -12,6 +12,7 @@
  * oversized event, a refused record or a broken replay ends the output where it stands.
  */
 import type { CursorCodec, CursorIssuer } from '../cursor.js';
+import { responseIds } from '../jsonrpc.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
 import { commentText, eventText, eventTextWithCursor } from './serializer.js';
@@ -162,7 +163,7 @@ export class SseRewriter {
       } else if (synthetic || item.id) {
         const seq = fromSeq + upstreamIds.length;
         upstreamIds.push(synthetic ? null : (item.id as string));
-        if (this.#options.trackResponses) collectResponseId(item.data, responded);
+        if (this.#options.trackResponses && item.data) responded.push(...responseIds(item.data));
         number(item, seq);
       } else {
         // No id (or an empty one, which resets the client's last id): passes as it is (E1).
@@ -198,19 +199,3 @@ export class SseRewriter {
 }
 
 const EMPTY = Buffer.alloc(0);
-
-/** The id of a JSON-RPC response (result or error) carried in `data`, if it is one. */
-function collectResponseId(data: string | undefined, into: JsonRpcId[]): void {
-  if (!data || !data.includes('"id"')) return;
-  try {
-    const message = JSON.parse(data) as unknown;
-    for (const m of Array.isArray(message) ? message : [message]) {
-      if (m && typeof m === 'object' && !('method' in m) && ('result' in m || 'error' in m)) {
-        const id = (m as { id?: unknown }).id;
-        if (typeof id === 'string' || typeof id === 'number') into.push(id);
-      }
-    }
-  } catch {
-    // Not JSON: not a response, nothing pending changes.
-  }
-}
