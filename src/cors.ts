@@ -9,7 +9,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from './config/schema.js';
-import { jsonRpcError } from './errors.js';
+import { answerFor, sendAnswer } from './routing/answers.js';
 import { headerValue } from './headers.js';
 import { NO_REPLICA, type Metrics } from './metrics.js';
 
@@ -32,9 +32,10 @@ const ALLOW_HEADER_PREFIX = 'mcp-param-';
 
 /**
  * Response headers a browser client reads: the session, the gateway's resumption outcome, the
- * negotiated version, when to retry a 503, and the OAuth challenge of a 401.
+ * code of the gateway's own answers, the negotiated version, when to retry a 503, and the OAuth
+ * challenge of a 401.
  */
-const EXPOSE_HEADERS = 'Mcp-Session-Id, Mcp-Resumption, Mcp-Resumption-Reason, MCP-Protocol-Version, Retry-After, WWW-Authenticate';
+const EXPOSE_HEADERS = 'Mcp-Session-Id, Mcp-Resumption, Mcp-Resumption-Reason, Mcp-Gateway-Error, MCP-Protocol-Version, Retry-After, WWW-Authenticate';
 
 /** How long a browser may cache a preflight answer (it re-asks after this). */
 const PREFLIGHT_MAX_AGE_SECONDS = '600';
@@ -48,8 +49,9 @@ export function createOriginPolicy(deps: { config: () => Config; metrics: Metric
     const allowed = deps.config().security.allowedOrigins;
     const granted = origin !== undefined && allowed !== undefined && allowed.includes(origin);
     if (origin !== undefined && allowed !== undefined && !granted) {
-      deps.metrics.countRequest(request.method, 403, NO_REPLICA);
-      return reply.code(403).header('content-type', 'application/json').send(jsonRpcError(-32000, 'Origin not allowed'));
+      const answer = answerFor('GW_ORIGIN_FORBIDDEN', { retryAfterSeconds: deps.config().upstream.retryAfterSeconds });
+      deps.metrics.countRequest(request.method, answer.status, NO_REPLICA);
+      return sendAnswer(reply, answer);
     }
     if (granted) {
       // Set on the raw response: every answer merges them in, the gateway's own, a replica's

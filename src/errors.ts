@@ -1,19 +1,161 @@
 /**
- * Every error the gateway raises on purpose, with a stable code. Code branches on `code`, never on
- * message text. The README lists the same codes (test/config/reference.test.ts keeps them in step).
+ * Every code the gateway raises on purpose, in one registry, as fastify's `createError(code,
+ * message, status)`: the errors it throws (configuration, store, cursor secret) and every answer a
+ * client can get from the gateway itself, with its HTTP status, JSON-RPC code and message. Code
+ * branches on `code`, never on message text. The README lists the same codes
+ * (test/config/reference.test.ts keeps them in step, and test/unit/errors.test.ts checks that each
+ * is raised somewhere in src/ and that nothing raises a code the registry does not hold).
+ *
+ * How an answer shows its code: where CONTRACT.md fixes the body byte for byte (404 Session not
+ * found, the 410 of reject mode, the -32010 of a pending call, the stream_reset signal), the body
+ * stays as fixed and the code travels in the `Mcp-Gateway-Error` response header (not for the
+ * events inside a stream, whose status line is 200). Every other answer carries it in both: the
+ * header, and `error.data.code` of its JSON-RPC body.
  */
 
+interface Raised {
+  /** What the code means, for the README. */
+  readonly meaning: string;
+}
+
+interface Answered extends Raised {
+  /** The HTTP status of the answer (200: an event or a stream, not a status of its own). */
+  readonly status: number;
+  /** Sent as Retry-After (upstream.retryAfterSeconds): the client may try again later. */
+  readonly retry?: boolean;
+  /** The JSON-RPC error code, or the notification's method. */
+  readonly rpc: number | string;
+  /** The JSON-RPC error's message; `%s` is replaced by the answer's detail. */
+  readonly message: string;
+  /** CONTRACT.md fixes the body: the code goes in the header only. */
+  readonly fixed?: boolean;
+}
+
 export const ERROR_CODES = {
-  GW_CONFIG_INVALID: 'the configuration file does not validate',
-  GW_CONFIG_UNREADABLE: 'the configuration file cannot be read or parsed',
-  GW_STORE_UNAVAILABLE: 'the store did not answer in time or failed',
-  GW_NO_REPLICA: 'no healthy replica could take a new session',
-  GW_UPSTREAM_UNREACHABLE: 'the replica could not be reached before the request was sent',
-  GW_UPSTREAM_FAILED: 'the replica failed after the request was sent',
-  GW_CURSOR_SECRET_INVALID: 'the cursor secret is not a string or Buffer of at least 32 bytes',
-} as const;
+  GW_CONFIG_INVALID: { meaning: 'the configuration file does not validate' },
+  GW_CONFIG_UNREADABLE: { meaning: 'the configuration file cannot be read or parsed' },
+  GW_CURSOR_SECRET_INVALID: { meaning: 'the cursor secret is not a string or Buffer of at least 32 bytes' },
+  GW_SESSION_NOT_FOUND: {
+    status: 404,
+    rpc: -32001,
+    message: 'Session not found',
+    fixed: true,
+    meaning: 'the session is unknown, expired, ended with DELETE, or lost with its owner (R3); never forwarded',
+  },
+  GW_STORE_UNAVAILABLE: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: the session store does not answer',
+    meaning: 'the store did not answer in time or failed; nothing that needs it is routed or continued by guess',
+  },
+  GW_NO_REPLICA: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: no replica is up',
+    meaning: 'no healthy replica could take a new session (none up, or every one refused the connection)',
+  },
+  GW_REPLICA_SUSPECT: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: replica %s is not answering properly',
+    meaning: "the session's owner is suspected (R4: timeouts, resets, 502 to 504); the session lives on",
+  },
+  GW_UPSTREAM_UNREACHABLE: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: replica %s could not be reached',
+    meaning: "the session's owner could not be connected to in time (nothing was sent; a refused connection is R4's gone instead)",
+  },
+  GW_UPSTREAM_FAILED: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: replica %s did not answer',
+    meaning: 'the replica failed after the request was sent (reset, timeout); never retried elsewhere',
+  },
+  GW_SESSION_ID_CONFLICT: {
+    status: 502,
+    rpc: -32000,
+    message: 'The replica issued a session id that is already in use',
+    meaning: 'the replica answered with a session id the store already holds; the answer is dropped',
+  },
+  GW_ORIGIN_FORBIDDEN: {
+    status: 403,
+    rpc: -32000,
+    message: 'Origin not allowed',
+    meaning: 'the Origin header is not in security.allowedOrigins (R6)',
+  },
+  GW_BODY_TOO_LARGE: {
+    status: 413,
+    rpc: -32600,
+    message: '%s',
+    meaning: 'the request body is over limits.bodyBytes',
+  },
+  GW_BAD_REQUEST: {
+    status: 400,
+    rpc: -32000,
+    message: '%s',
+    meaning: 'the gateway could not read the request (status 400, or the 4xx that says why)',
+  },
+  GW_HEADERS_TOO_LARGE: {
+    status: 431,
+    rpc: -32600,
+    message: 'Bad request: %s',
+    meaning: 'the request header block is over limits.headerBytes (a huge Last-Event-ID among them); the connection is closed',
+  },
+  GW_HEADERS_TIMEOUT: {
+    status: 408,
+    rpc: -32600,
+    message: 'Bad request: %s',
+    meaning: 'the request headers did not arrive in time; the connection is closed',
+  },
+  GW_MALFORMED_REQUEST: {
+    status: 400,
+    rpc: -32600,
+    message: 'Bad request: %s',
+    meaning: "Node's HTTP parser refused the request (a control byte in a header, a broken request line); the connection is closed",
+  },
+  GW_INTERNAL: {
+    status: 500,
+    rpc: -32000,
+    message: 'Internal gateway error',
+    meaning: 'a fault in the gateway itself (logged at error level with the request)',
+  },
+  GW_NOT_RESUMABLE: {
+    status: 410,
+    rpc: -32010,
+    message: 'Last-Event-ID cannot be resumed; reconnect without it',
+    fixed: true,
+    meaning: 'resumption.mode reject: the stream cannot be continued (Mcp-Resumption-Reason says why)',
+  },
+  GW_STREAM_RESET: {
+    status: 200,
+    rpc: 'notifications/gateway/stream_reset',
+    message: '',
+    fixed: true,
+    meaning: 'resumption.mode signal: the stream was not continued; a new stream begins with this notification',
+  },
+  GW_OUTCOME_UNKNOWN: {
+    status: 200,
+    rpc: -32010,
+    message: "Stream not resumable; the request's outcome is unknown",
+    fixed: true,
+    meaning: 'an event of the signal stream, one per call whose response the gateway never forwarded: the call fails at once',
+  },
+} as const satisfies Record<string, Raised | Answered>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+/** The codes a client can be answered with. */
+export type AnswerCode = { [C in ErrorCode]: (typeof ERROR_CODES)[C] extends { status: number } ? C : never }[ErrorCode];
+
+/** The registry entry of an answer code. */
+export function answerSpec(code: AnswerCode): Answered {
+  return ERROR_CODES[code];
+}
 
 export class GatewayError extends Error {
   constructor(
@@ -26,7 +168,16 @@ export class GatewayError extends Error {
   }
 }
 
-/** Every failure of a store operation (unreachable, timed out, script error) surfaces as this. */
+/**
+ * Every failure of a store operation (unreachable, timed out, script error) surfaces as this.
+ *
+ * The store-outage policy (CONTRACT.md §7), stated once: whatever needs the store for a decision
+ * (binding a new session, routing a session, deciding a resumption, opening a GET stream) catches
+ * this error, and only this one, and answers GW_STORE_UNAVAILABLE (503 with Retry-After) at once;
+ * any other error is a fault and propagates (500, logged). Nothing is routed or continued by
+ * guess. What already ran on a replica is not lost for the store: a POST stream's answer goes on
+ * without cursors. Streams already open are not answered anew: their records are sse/pipe.ts's.
+ */
 export class StoreError extends GatewayError {
   constructor(
     readonly op: string,
@@ -46,7 +197,7 @@ export function describe(cause: unknown): string {
   return String(cause);
 }
 
-/** A JSON-RPC error answer that belongs to no request (`id: null`): the body of the gateway's own 4xx and 5xx. */
-export function jsonRpcError(code: number, message: string): string {
-  return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
+/** A JSON-RPC error answer that belongs to no request (`id: null`). */
+export function jsonRpcError(code: number, message: string, data?: unknown): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: null, error: data === undefined ? { code, message } : { code, message, data } });
 }

@@ -6,7 +6,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from './config/schema.js';
-import { describe, isStoreError, jsonRpcError } from './errors.js';
+import { describe, isStoreError, type AnswerCode } from './errors.js';
 import type { Fleet } from './fleet/index.js';
 import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
 import { requestIds } from './jsonrpc.js';
@@ -18,13 +18,12 @@ import type { CursorTarget } from './sse/rewriter.js';
 import type { Attachment, SseStreams } from './streams.js';
 import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
+import { answerFor, sendAnswer, type AnswerOptions } from './routing/answers.js';
 import type { SessionRecord, Store } from './store/types.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, UpstreamAbort, type UpstreamResponse, type Upstreams } from './upstream.js';
 
 /** Sessions whose loss was logged, remembered so as not to log it again (a few hundred KB at most). */
 const LOST_SESSIONS_REMEMBERED = 4096;
-
-export const SESSION_NOT_FOUND_BODY = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}';
 
 export interface ProxyDeps {
   config: () => Config;
@@ -49,18 +48,11 @@ interface Forwarding {
 export function createProxy(deps: ProxyDeps) {
   const { store, fleet, upstreams, metrics, logger, streams } = deps;
 
-  function answer(request: FastifyRequest, reply: FastifyReply, status: number, body: string, headers: Record<string, string> = {}) {
-    metrics.countRequest(request.method, status, NO_REPLICA);
-    return reply.code(status).headers({ 'content-type': 'application/json', ...headers }).send(body);
-  }
-
-  function unavailable(request: FastifyRequest, reply: FastifyReply, why: string) {
-    const retryAfter = String(deps.config().upstream.retryAfterSeconds);
-    return answer(request, reply, 503, jsonRpcError(-32000, `Service temporarily unavailable: ${why}`), { 'retry-after': retryAfter });
-  }
-
-  function sessionNotFound(request: FastifyRequest, reply: FastifyReply) {
-    return answer(request, reply, 404, SESSION_NOT_FOUND_BODY);
+  /** One of the gateway's own answers, counted; on a hijacked reply too. */
+  function answer(request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options: Omit<AnswerOptions, 'retryAfterSeconds'> = {}) {
+    const built = answerFor(code, { ...options, retryAfterSeconds: deps.config().upstream.retryAfterSeconds });
+    metrics.countRequest(request.method, built.status, NO_REPLICA);
+    return sendAnswer(reply, built);
   }
 
   // Requests of a session in flight when its owner went each find it lost: one line says so.
@@ -143,7 +135,7 @@ export function createProxy(deps: ProxyDeps) {
           // A GET has no effect to lose: the client retries once the store answers.
           abort.abort();
           discard(response);
-          return unavailable(request, reply, 'the session store does not answer');
+          return answer(request, reply, 'GW_STORE_UNAVAILABLE');
         }
         // The POST ran on the replica: its answer must reach the client, without cursors.
         logger.warn({ replica: replica.id, session: shortId(sessionId) }, 'store unavailable: this POST stream is not resumable');
@@ -213,7 +205,7 @@ export function createProxy(deps: ProxyDeps) {
           continue;
         }
         fleet.reportSuspect(replica.id, describeUpstreamError(err));
-        return unavailable(request, reply, `replica ${replica.id} failed`);
+        return answer(request, reply, 'GW_UPSTREAM_FAILED', { detail: replica.id });
       }
       reportStatus(replica.id, response.statusCode);
       const sessionId = headerValue(response.headers, SESSION_HEADER);
@@ -227,19 +219,20 @@ export function createProxy(deps: ProxyDeps) {
           abort.abort();
           discard(response);
           discardSession(replica, sessionId);
-          return unavailable(request, reply, 'the session store does not answer');
+          if (!isStoreError(err)) throw err;
+          return answer(request, reply, 'GW_STORE_UNAVAILABLE');
         }
         if (!bound) {
           discard(response);
           logger.error({ replica: replica.id, session: shortId(sessionId) }, 'replica issued a session id that is already recorded');
-          return answer(request, reply, 502, jsonRpcError(-32000, 'The replica issued a session id that is already in use'));
+          return answer(request, reply, 'GW_SESSION_ID_CONFLICT');
         }
         fleet.sessionSeen(replica.id, sessionId);
         attempt.sessionId = sessionId;
       }
       return respond(request, reply, attempt, response, abort);
     }
-    return unavailable(request, reply, 'no replica is up');
+    return answer(request, reply, 'GW_NO_REPLICA');
   }
 
   /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
@@ -250,24 +243,24 @@ export function createProxy(deps: ProxyDeps) {
       record = await store.touchSession(sessionId, config.sessions.idleTtlMs);
     } catch (err) {
       if (!isStoreError(err)) throw err;
-      return unavailable(request, reply, 'the session store does not answer');
+      return answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
-    if (!record || record.state !== 'active') return sessionNotFound(request, reply);
+    if (!record || record.state !== 'active') return answer(request, reply, 'GW_SESSION_NOT_FOUND');
     const replica = fleet.get(record.owner);
     let gone: boolean;
     try {
       gone = await fleet.ownerGone(record);
     } catch (err) {
       if (!isStoreError(err)) throw err;
-      return unavailable(request, reply, 'the session store does not answer');
+      return answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     if (!replica || gone) {
       loseSession(record, replica ? 'owner gone' : 'owner removed from the configuration');
-      return sessionNotFound(request, reply);
+      return answer(request, reply, 'GW_SESSION_NOT_FOUND');
     }
     if (fleet.health(record.owner) === 'suspect') {
       // R4: a misbehaving owner keeps its sessions; the client retries once it answers again.
-      return unavailable(request, reply, `replica ${record.owner} is not answering properly`);
+      return answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: record.owner });
     }
     const attempt: Forwarding = { ...forwarding, replica, sessionId };
     const abort = new UpstreamAbort();
@@ -280,11 +273,11 @@ export function createProxy(deps: ProxyDeps) {
         // R4: nothing listens where the owner was; its sessions are gone with it.
         await fleet.reportRefused(record.owner);
         loseSession(record, 'owner refused the connection');
-        return sessionNotFound(request, reply);
+        return answer(request, reply, 'GW_SESSION_NOT_FOUND');
       }
       // Never retried elsewhere: the session lives on its owner only (R1, R2).
       fleet.reportSuspect(record.owner, describeUpstreamError(err));
-      return unavailable(request, reply, `replica ${record.owner} did not answer`);
+      return answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: record.owner });
     }
     reportStatus(record.owner, response.statusCode);
     fleet.sessionSeen(record.owner, sessionId);
@@ -314,8 +307,6 @@ export function createProxy(deps: ProxyDeps) {
     send: (request, replica, extra, signal) =>
       send(request, { replica, dropRequestHeaders: [LAST_EVENT_ID], addRequestHeaders: extra, responseHeaders: {}, sessionId: undefined }, signal),
     answer,
-    unavailable,
-    sessionNotFound,
     loseSession,
   });
 

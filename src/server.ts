@@ -12,8 +12,8 @@ import { Fleet } from './fleet/index.js';
 import { clientErrorHandler } from './clients/errors.js';
 import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
 import type { Logger, LogSecrets } from './logger.js';
-import { createMetrics, type Metrics } from './metrics.js';
-import { jsonRpcError } from './errors.js';
+import { createMetrics, NO_REPLICA, type Metrics } from './metrics.js';
+import { answerFor, sendAnswer } from './routing/answers.js';
 import { createOriginPolicy } from './cors.js';
 import { createProxy } from './proxy.js';
 import { CursorKeys } from './cursor-keys.js';
@@ -84,9 +84,10 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   mcp.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status === 500) logger.error({ err: error, method: request.method }, 'request failed in the gateway');
-    metrics.countRequest(request.method, status, 'none');
-    const message = status === 500 ? 'Internal gateway error' : error.message;
-    return reply.code(status).header('content-type', 'application/json').send(jsonRpcError(status === 413 ? -32600 : -32000, message));
+    const code = status === 500 ? 'GW_INTERNAL' : status === 413 ? 'GW_BODY_TOO_LARGE' : 'GW_BAD_REQUEST';
+    const answer = answerFor(code, { detail: error.message, status, retryAfterSeconds: config.upstream.retryAfterSeconds });
+    metrics.countRequest(request.method, answer.status, NO_REPLICA);
+    return sendAnswer(reply, answer);
   });
   const sockets = new Set<Socket>();
   mcp.server.on('connection', (socket: Socket) => {

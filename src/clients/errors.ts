@@ -6,20 +6,21 @@
  */
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
-import { jsonRpcError } from '../errors.js';
+import type { AnswerCode } from '../errors.js';
+import { answerFor } from '../routing/answers.js';
 import type { Logger } from '../logger.js';
 
 interface ClientErrorAnswer {
-  status: number;
+  code: AnswerCode;
   /** Said in the log line and in the JSON-RPC error's message. */
   what: string;
 }
 
 const ANSWERS: Record<string, ClientErrorAnswer> = {
-  HPE_HEADER_OVERFLOW: { status: 431, what: 'request header block too large' },
-  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, what: 'request headers not received in time' },
+  HPE_HEADER_OVERFLOW: { code: 'GW_HEADERS_TOO_LARGE', what: 'request header block too large' },
+  ERR_HTTP_REQUEST_TIMEOUT: { code: 'GW_HEADERS_TIMEOUT', what: 'request headers not received in time' },
 };
-const MALFORMED: ClientErrorAnswer = { status: 400, what: 'malformed request' };
+const MALFORMED: ClientErrorAnswer = { code: 'GW_MALFORMED_REQUEST', what: 'malformed request' };
 
 export interface ClientErrorDeps {
   logger: Logger;
@@ -32,13 +33,15 @@ export function clientErrorHandler(deps: ClientErrorDeps): (err: NodeJS.ErrnoExc
   return (err, socket) => {
     // A reset connection has nobody to answer (https://nodejs.org/api/http.html#event-clienterror).
     if (err.code === 'ECONNRESET' || socket.destroyed) return;
-    const answer = (err.code !== undefined ? ANSWERS[err.code] : undefined) ?? MALFORMED;
-    deps.logger.debug({ code: err.code, status: answer.status, client: socket.remoteAddress }, `client refused: ${answer.what}`);
+    const refused = (err.code !== undefined ? ANSWERS[err.code] : undefined) ?? MALFORMED;
+    // No retry invited: nothing of these answers is a 503.
+    const answer = answerFor(refused.code, { detail: refused.what, retryAfterSeconds: 0 });
+    deps.logger.debug({ code: err.code, status: answer.status, client: socket.remoteAddress }, `client refused: ${refused.what}`);
     deps.onRefused?.(answer.status);
     if (socket.writable) {
-      const body = jsonRpcError(-32600, `Bad request: ${answer.what}`);
+      const headers = Object.entries(answer.headers).map(([name, value]) => `${name}: ${value}\r\n`);
       socket.write(
-        `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status]}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status]}\r\nConnection: close\r\n${headers.join('')}Content-Length: ${Buffer.byteLength(answer.body)}\r\n\r\n${answer.body}`,
       );
     }
     socket.destroy();

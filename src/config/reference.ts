@@ -40,9 +40,21 @@ export function configReference(schema: unknown = ConfigSchema): string {
   return [generated('src/config/schema.ts'), '', '| Key | Type | Default | Description |', '|---|---|---|---|', ...rows].join('\n');
 }
 
-export function errorCodeReference(codes: Readonly<Record<string, string>> = ERROR_CODES): string {
-  const rows = Object.entries(codes).map(([code, description]) => `| \`${code}\` | ${cell(description)} |`);
-  return [generated('src/errors.ts'), '', '| Code | Meaning |', '|---|---|', ...rows].join('\n');
+/** What the README's error table needs of a registry entry. */
+export interface CodeRow {
+  readonly meaning: string;
+  readonly status?: number;
+  readonly rpc?: number | string;
+}
+
+/** One row per code: raised errors have no status; answers give their HTTP status and JSON-RPC code. */
+export function errorCodeReference(codes: Readonly<Record<string, CodeRow>> = ERROR_CODES): string {
+  const rows = Object.entries(codes).map(([code, row]) => {
+    const status = row.status === undefined ? '(raised, not an answer)' : row.status === 200 ? '200 (in a stream)' : String(row.status);
+    const rpc = row.rpc === undefined ? '' : `\`${row.rpc}\``;
+    return `| \`${code}\` | ${status} | ${rpc} | ${cell(row.meaning)} |`;
+  });
+  return [generated('src/errors.ts'), '', '| Code | HTTP status | JSON-RPC | Meaning |', '|---|---|---|---|', ...rows].join('\n');
 }
 
 export function generatedSection(name: SectionName): string {

@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor-keys.js';
-import { isStoreError, jsonRpcError } from '../errors.js';
+import { isStoreError, type AnswerCode } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
 import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
@@ -15,9 +15,10 @@ import type { Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
-import { describeUpstreamError, discard, isAbort, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import type { AnswerOptions } from '../routing/answers.js';
+import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
-import { outcomeUnknownError, REASON_HEADER, rejectBody, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
+import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
 /** What the resumption needs from the proxy around it. */
 export interface ResumeKit {
@@ -30,9 +31,8 @@ export interface ResumeKit {
   logger: Logger;
   /** Sends the client's request to `replica`, minus its Last-Event-ID, plus `extra` headers. */
   send(request: FastifyRequest, replica: ReplicaConfig, extra: Record<string, string>, signal: UpstreamAbort): Promise<UpstreamResponse>;
-  answer(request: FastifyRequest, reply: FastifyReply, status: number, body: string, headers?: Record<string, string>): unknown;
-  unavailable(request: FastifyRequest, reply: FastifyReply, why: string): unknown;
-  sessionNotFound(request: FastifyRequest, reply: FastifyReply): unknown;
+  /** One of the gateway's own answers (routing/answers.ts), counted; also on a hijacked reply. */
+  answer(request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options?: Omit<AnswerOptions, 'retryAfterSeconds'>): unknown;
   loseSession(record: SessionRecord, why: string): void;
 }
 
@@ -54,7 +54,7 @@ export function createResumption(kit: ResumeKit) {
     const config = kit.config();
     if (sessionId === undefined) {
       count('rejected', 'session_unknown');
-      return kit.sessionNotFound(request, reply);
+      return kit.answer(request, reply, 'GW_SESSION_NOT_FOUND');
     }
     let facts: ResumptionFacts;
     try {
@@ -69,7 +69,7 @@ export function createResumption(kit: ResumeKit) {
       facts = { session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view: session ? view : null };
     } catch (err) {
       if (!isStoreError(err)) throw err;
-      return kit.unavailable(request, reply, 'the session store does not answer');
+      return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     return settle(request, reply, facts, decide(facts), lastEventId);
   }
@@ -79,17 +79,16 @@ export function createResumption(kit: ResumeKit) {
     switch (decision.kind) {
       case 'not_found':
         count('rejected', decision.reason);
-        return kit.sessionNotFound(request, reply);
+        return kit.answer(request, reply, 'GW_SESSION_NOT_FOUND');
       case 'unavailable':
-        return kit.unavailable(request, reply, `replica ${decision.owner} is not answering properly`);
+        return kit.answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: decision.owner });
       case 'complete':
         // Everything of that stream was delivered and nothing will follow: an empty answer, on
         // which the SDK client settles instead of reconnecting again.
         count('continued', 'none');
         return reply.code(204).header(RESUMPTION_HEADER, 'continued').send();
       case 'new_stream':
-        if (!reply.sent) reply.hijack();
-        return newStream(request, reply.raw, decision, lastEventId);
+        return newStream(request, reply, decision, lastEventId);
       case 'continue':
         return continuation(request, reply, facts, decision, lastEventId);
     }
@@ -123,7 +122,7 @@ export function createResumption(kit: ResumeKit) {
       at = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach: attached.attach };
       response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort);
     } catch (err) {
-      if (isStoreError(err)) return kit.unavailable(request, reply, 'the session store does not answer');
+      if (isStoreError(err)) return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
       if (isAbort(err)) return;
       if (isRefused(err)) {
         await fleet.reportRefused(replica.id);
@@ -131,7 +130,7 @@ export function createResumption(kit: ResumeKit) {
         return redecide({ ownerGone: true });
       }
       fleet.reportSuspect(replica.id, describeUpstreamError(err));
-      return kit.unavailable(request, reply, `replica ${replica.id} did not answer`);
+      return kit.answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: replica.id });
     }
     if (response.statusCode !== 200 || !isEventStream(response)) {
       await response.body.dump().catch(() => undefined);
@@ -149,10 +148,11 @@ export function createResumption(kit: ResumeKit) {
     let cursors;
     try {
       cursors = await streams.cursors(at);
-    } catch {
+    } catch (err) {
       abort.abort();
       discard(response);
-      return kit.unavailable(request, reply, 'the session store does not answer');
+      if (!isStoreError(err)) throw err;
+      return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     const { view } = decision;
     const rewriter = streams.rewriter(cursors, view.record.head, {
@@ -184,7 +184,10 @@ export function createResumption(kit: ResumeKit) {
             abort.abort();
             if (why === 'client_gone' || res.destroyed) return;
             logger.info({ replica: replica.id, why }, 'replay not verified: gap');
-            void redecide({ replayFailed: true });
+            Promise.resolve(redecide({ replayFailed: true })).catch((err: unknown) => {
+              logger.error({ err, replica: replica.id }, 'request failed in the gateway');
+              kit.answer(request, reply, 'GW_INTERNAL');
+            });
           },
         },
       },
@@ -194,16 +197,17 @@ export function createResumption(kit: ResumeKit) {
   }
 
   /** The answer when the stream cannot continue: the signal (a new stream) or 410 (reject mode). */
-  async function newStream(request: FastifyRequest, res: ServerResponse, decision: NewStream, lastEventId: string) {
+  async function newStream(request: FastifyRequest, reply: FastifyReply, decision: NewStream, lastEventId: string) {
     const { session, reason, pending, sessionAlive } = decision;
     const config = kit.config();
     if (config.resumption.mode === 'reject') {
       count('rejected', reason);
-      metrics.countRequest('GET', 410, 'none');
-      res.writeHead(410, { 'content-type': 'application/json', 'cache-control': 'no-store', [RESUMPTION_HEADER]: 'rejected', [REASON_HEADER]: reason });
-      res.end(rejectBody(reason));
-      return;
+      return kit.answer(request, reply, 'GW_NOT_RESUMABLE', {
+        data: notResumed(reason),
+        headers: { 'cache-control': 'no-store', [RESUMPTION_HEADER]: 'rejected', [REASON_HEADER]: reason },
+      });
     }
+    const res = reply.raw;
     const owner = fleet.get(session.owner);
     const wantsFresh = sessionAlive && pending.length === 0 && owner !== undefined && fleet.health(owner.id) === 'up';
     // The owner is asked first: only a fresh stream that really opened supersedes the session's
@@ -223,14 +227,11 @@ export function createResumption(kit: ResumeKit) {
     if (first.end || !at || !rewriter) {
       fresh?.abort.abort();
       if (fresh) discard(fresh.response);
-      const retryAfter = String(config.upstream.retryAfterSeconds);
-      metrics.countRequest('GET', 503, 'none');
-      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });
-      res.end(jsonRpcError(-32000, 'Service temporarily unavailable: the session store does not answer'));
-      return;
+      return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     count('new_stream', reason);
     metrics.countRequest('GET', 200, 'none');
+    if (!reply.sent) reply.hijack();
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',

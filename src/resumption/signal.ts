@@ -1,14 +1,15 @@
 /**
- * The wire format of a resumption that is not a continuation (CONTRACT.md §5), in one place.
+ * The wire format of a resumption that is not a continuation (CONTRACT.md §5): the headers, and
+ * the events of the signal stream. Codes, methods and messages come from the registry (errors.ts);
+ * the 410 of reject mode is an answer like the others (GW_NOT_RESUMABLE, routing/answers.ts).
  */
+import { ERROR_CODES } from '../errors.js';
 import type { JsonRpcId } from '../store/types.js';
 import type { NewStreamReason } from './decide.js';
 
 export const RESUMPTION_HEADER = 'mcp-resumption';
 export const REASON_HEADER = 'mcp-resumption-reason';
-export const STREAM_RESET_METHOD = 'notifications/gateway/stream_reset';
-/** JSON-RPC error code for a request whose outcome the gateway cannot know, and for 410. */
-export const NOT_RESUMABLE_CODE = -32010;
+export const STREAM_RESET_METHOD = ERROR_CODES.GW_STREAM_RESET.rpc;
 
 /** The header's value as the notification repeats it: printable ASCII only, at most 128 characters. */
 export function echoLastEventId(value: string): string {
@@ -26,26 +27,12 @@ export function streamResetNotification(reason: NewStreamReason, lastEventId: st
   });
 }
 
-export function outcomeUnknownError(id: JsonRpcId, reason: NewStreamReason): string {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    error: {
-      code: NOT_RESUMABLE_CODE,
-      message: "Stream not resumable; the request's outcome is unknown",
-      data: { resumed: false, reason },
-    },
-  });
+/** The `error.data` of both -32010 answers: the pending call's event and the 410. */
+export function notResumed(reason: NewStreamReason) {
+  return { resumed: false, reason };
 }
 
-export function rejectBody(reason: NewStreamReason): string {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id: null,
-    error: {
-      code: NOT_RESUMABLE_CODE,
-      message: 'Last-Event-ID cannot be resumed; reconnect without it',
-      data: { resumed: false, reason },
-    },
-  });
+export function outcomeUnknownError(id: JsonRpcId, reason: NewStreamReason): string {
+  const { rpc, message } = ERROR_CODES.GW_OUTCOME_UNKNOWN;
+  return JSON.stringify({ jsonrpc: '2.0', id, error: { code: rpc, message, data: notResumed(reason) } });
 }

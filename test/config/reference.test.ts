@@ -37,9 +37,11 @@ t.test("README's error codes are the generated ones, and list every code of ERRO
   const readme = readFileSync(README, 'utf8');
   t.equal(replaceSection(readme, 'errors', errorCodeReference()), readme, STALE);
   const section = sectionOf(readme, 'errors');
-  for (const [code, description] of Object.entries(ERROR_CODES)) {
-    t.ok(section.includes(`| \`${code}\` | ${description} |`), `${code} is documented`);
+  for (const [code, { meaning }] of Object.entries(ERROR_CODES)) {
+    t.ok(section.includes(`| \`${code}\` | `) && section.includes(` | ${meaning} |`), `${code} is documented`);
   }
+  t.match(section, '| `GW_SESSION_NOT_FOUND` | 404 | `-32001` | ', 'an answer gives its status and JSON-RPC code');
+  t.match(section, '| `GW_CONFIG_INVALID` | (raised, not an answer) |  | ', 'a raised error has neither');
   const documented = [...section.matchAll(/^\| `(GW_[A-Z_]+)` \|/gm)].map((m) => m[1]);
   t.strictSame(documented, Object.keys(ERROR_CODES), 'and no code that does not exist');
 });

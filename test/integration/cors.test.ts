@@ -10,7 +10,7 @@ import { MCP_ACCEPT, post, rawSession, SESSION_NOT_FOUND, toolCallBody } from '.
 import { spawnReplicas } from '../helpers/replicas.js';
 
 const APP = 'https://app.example';
-const EXPOSED = ['mcp-session-id', 'mcp-resumption', 'mcp-resumption-reason'];
+const EXPOSED = ['mcp-session-id', 'mcp-resumption', 'mcp-resumption-reason', 'mcp-gateway-error'];
 
 function list(value: string | null): string[] {
   return (value ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
