@@ -2,14 +2,23 @@
  * The SSE streams open right now (src/streams.ts registers each), by owning replica, so that
  * shutdown and reloads can end them.
  */
-import type { Relay } from './relay.js';
+import type { SsePipe } from './sse/pipe.js';
 
 export class OpenStreams {
-  readonly #open = new Map<Relay, string>();
+  readonly #open = new Map<SsePipe, string>();
+  #draining = false;
 
-  add(stream: Relay, replica: string): void {
+  add(stream: SsePipe, replica: string): void {
     this.#open.set(stream, replica);
     void stream.done.then(() => this.#open.delete(stream));
+    // A request already forwarded when the shutdown began gets its answer, drained like the rest.
+    if (this.#draining) stream.drain();
+  }
+
+  /** Shutdown: every stream, open now or later, ends once no call is in flight on it. */
+  drain(): void {
+    this.#draining = true;
+    for (const stream of this.#open.keys()) stream.drain();
   }
 
   get size(): number {

@@ -118,6 +118,7 @@ export function createProxy(deps: ProxyDeps) {
 
     // E1, E5: the stream becomes an incarnation whose events carry cursors recorded in the store.
     const kind = request.method === 'GET' ? 'get' : 'post';
+    const calls = kind === 'post' ? requestIds(request.body) : undefined;
     let at: Attachment | undefined;
     let cursors: CursorTarget | undefined;
     if (sessionId !== undefined) {
@@ -127,7 +128,7 @@ export function createProxy(deps: ProxyDeps) {
         at =
           kind === 'get'
             ? await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })
-            : streams.lazyIncarnation(sessionId, replica.id, requestIds(request.body));
+            : streams.lazyIncarnation(sessionId, replica.id, calls ?? []);
         cursors = await streams.cursors(at);
       } catch (err) {
         if (!isStoreError(err)) throw err;
@@ -148,7 +149,7 @@ export function createProxy(deps: ProxyDeps) {
     res.once('close', () => {
       if (!res.writableFinished) abort.abort();
     });
-    const rewriter = streams.rewriter(cursors, 0, { trackResponses: kind === 'post' });
+    const rewriter = streams.rewriter(cursors, 0, calls ? { calls } : {});
     // Proxies in front of the gateway must not buffer the stream either.
     headers['x-accel-buffering'] = 'no';
     const start = () => {

@@ -43,7 +43,10 @@ export interface Gateway {
   listen(): Promise<{ mcpUrl: string; adminUrl: string }>;
   /** Replaces the replica list and every other setting that can change while running. */
   reconfigure(config: Config): void;
-  /** Graceful stop: not ready, no new connections, SSE streams ended, in-flight requests drained. */
+  /**
+   * Graceful stop: not ready, no new connections, GET streams ended, requests in flight (POST
+   * streams until their responses have passed) given up to shutdown.graceMs.
+   */
   close(): Promise<void>;
 }
 
@@ -147,8 +150,9 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       clearInterval(secretRefresh);
       const graceMs = config.shutdown.graceMs;
       const startedAt = performance.now();
-      // Open streams would hold the listener open forever: end them first, the clients reconnect.
-      open.end();
+      // GET streams would hold the listener open forever: they end now and their clients
+      // reconnect. A POST stream is a call in flight: it ends once its response has passed.
+      open.drain();
       const closing = mcp.close();
       // A keep-alive connection goes idle when its in-flight request ends; close it then. Node
       // does not count a connection that never sent a byte as idle: close those too.
@@ -161,7 +165,9 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
         timer = setTimeout(() => resolve('timeout'), graceMs);
       });
       if ((await Promise.race([closing.then(() => 'closed' as const), grace])) === 'timeout') {
-        logger.warn({ graceMs }, 'grace period over: closing the remaining connections');
+        logger.warn({ graceMs, streams: open.size }, 'grace period over: closing the remaining connections');
+        // Calls still running: their streams end with the retry hint, the clients resume elsewhere.
+        open.end();
         mcp.server.closeAllConnections();
         await closing;
       }

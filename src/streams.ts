@@ -86,12 +86,14 @@ export class SseStreams {
     };
   }
 
-  rewriter(cursors: CursorTarget | undefined, head: number, options: { trackResponses: boolean; verify?: { expected: readonly string[]; fromSeq: number } }): SseRewriter {
+  /** `calls`: on a POST stream (or its continuation), the requests whose responses it carries. */
+  rewriter(cursors: CursorTarget | undefined, head: number, options: { calls?: readonly JsonRpcId[]; verify?: { expected: readonly string[]; fromSeq: number } }): SseRewriter {
     return new SseRewriter({
       cursors,
       head,
       maxEventBytes: this.deps.config().limits.sseEventBytes,
-      trackResponses: options.trackResponses,
+      trackResponses: options.calls !== undefined,
+      ...(options.calls ? { awaiting: options.calls } : {}),
       ...(options.verify ? { verify: options.verify } : {}),
     });
   }

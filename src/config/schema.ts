@@ -258,7 +258,11 @@ export const ConfigSchema = Type.Object(
     ),
     shutdown: Type.Object(
       {
-        graceMs: Millis('on SIGTERM, how long in-flight requests may take to finish', 10_000, 0),
+        graceMs: Millis(
+          'on SIGTERM, how long requests in flight (a POST answered with SSE until its response has passed) may take to finish; the stop comes sooner once none is left',
+          10_000,
+          0,
+        ),
         retryHintMs: Millis(
           'the SSE retry: value sent on each open stream as the gateway ends it (shutdown, replica removed): when the client reconnects, elsewhere, to continue',
           1000,

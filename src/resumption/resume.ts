@@ -156,7 +156,7 @@ export function createResumption(kit: ResumeKit) {
     }
     const { view } = decision;
     const rewriter = streams.rewriter(cursors, view.record.head, {
-      trackResponses: view.record.kind === 'post',
+      ...(view.record.kind === 'post' ? { calls: view.record.pending } : {}),
       verify: { expected: decision.expected, fromSeq: decision.seq },
     });
     reply.hijack();
@@ -218,7 +218,7 @@ export function createResumption(kit: ResumeKit) {
     let first;
     try {
       at = await streams.openIncarnation(session.sessionId, session.owner, 'get', { supersede: fresh !== undefined });
-      rewriter = streams.rewriter(await streams.cursors(at), 0, { trackResponses: false });
+      rewriter = streams.rewriter(await streams.cursors(at), 0, {});
       first = await rewriter.synthetic(streamResetNotification(reason, lastEventId));
     } catch (err) {
       if (!isStoreError(err)) throw err;

@@ -32,7 +32,15 @@ export interface SsePipeOptions {
   verify?: { timeoutMs: number; maxBytes: number; onFailed: (why: VerifyFailure) => void };
 }
 
-export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
+export interface SsePipe extends Relay<PipeEnd> {
+  /**
+   * Shutdown: ends the stream once no call is in flight on it (the rewriter's awaited responses
+   * have passed), at once when none is (CONTRACT.md §1).
+   */
+  drain(): void;
+}
+
+export function pipeSse(options: SsePipeOptions): SsePipe {
   const { body, res, rewriter } = options;
   let started = false;
   let written = false;
@@ -40,6 +48,7 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
   let heldBytes = 0;
   let heldEvents = 0;
   let timer: NodeJS.Timeout | undefined;
+  let draining = false;
   const channel = new Channel<PipeEnd>(body, res, () => clearTimeout(timer));
 
   const fail = (why: VerifyFailure) => {
@@ -65,6 +74,13 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
     }
     if (heldEvents > 0) options.onEvents(heldEvents);
     held = [];
+    if (draining && rewriter.answered) end();
+  };
+
+  const end = () => {
+    // The client reconnects (elsewhere) and continues with its last cursor; tell it when.
+    if (started && !channel.settled && !res.writableEnded) res.write(`retry: ${options.retryHintMs}\n\n`);
+    channel.settle('gateway_end');
   };
 
   const deliver = (result: RewriteResult): boolean => {
@@ -89,6 +105,11 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
     const flushed = channel.write(result.out);
     if (result.end) {
       channel.settle(result.end);
+      return false;
+    }
+    if (draining && rewriter.answered) {
+      // The call's response has passed: nothing is in flight any more.
+      end();
       return false;
     }
     return flushed;
@@ -116,10 +137,11 @@ export function pipeSse(options: SsePipeOptions): Relay<PipeEnd> {
   });
 
   return {
-    end: () => {
-      // The client reconnects (elsewhere) and continues with its last cursor; tell it when.
-      if (started && !channel.settled && !res.writableEnded) res.write(`retry: ${options.retryHintMs}\n\n`);
-      channel.settle('gateway_end');
+    end,
+    drain: () => {
+      draining = true;
+      // A continuation still held for verification is drained once it begins (or fails).
+      if (started && rewriter.answered) end();
     },
     done: channel.done,
   };

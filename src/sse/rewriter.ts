@@ -63,6 +63,11 @@ export interface RewriterOptions {
   maxEventBytes: number;
   /** POST streams: note the JSON-RPC responses that pass, so that pending requests are known. */
   trackResponses: boolean;
+  /**
+   * POST streams: the request ids whose responses the stream is to carry. Until each has passed
+   * (with a cursor or without), the stream is a call in flight, which a shutdown lets finish.
+   */
+  awaiting?: readonly JsonRpcId[];
   /** A continuation: the owner's ids expected first, replayed at positions verifyFrom+1... */
   verify?: { readonly expected: readonly string[]; readonly fromSeq: number };
 }
@@ -76,9 +81,11 @@ export class SseRewriter {
   #ended: EndReason | undefined;
   #issuer: CursorIssuer | undefined;
   readonly #cursors: CursorTarget | undefined;
+  readonly #awaiting: Set<JsonRpcId>;
 
   constructor(options: RewriterOptions) {
     this.#options = options;
+    this.#awaiting = new Set(options.awaiting);
     this.#head = options.head;
     this.#cursors = options.cursors;
     this.#verified = options.verify ? 0 : Infinity;
@@ -93,6 +100,11 @@ export class SseRewriter {
   /** True once every replayed event was checked (at once when nothing is replayed). */
   get verified(): boolean {
     return this.#verified >= (this.#options.verify?.expected.length ?? 0);
+  }
+
+  /** True once the response of every awaited request has passed (at once when none is awaited). */
+  get answered(): boolean {
+    return this.#awaiting.size === 0;
   }
 
   /** Rewrites one chunk from the replica. Resolves once its records are in the store. */
@@ -158,12 +170,14 @@ export class SseRewriter {
         events++;
         continue;
       }
+      const answers = this.#options.trackResponses && item.data ? responseIds(item.data) : NO_IDS;
+      for (const id of answers) this.#awaiting.delete(id);
       if (item.id && !this.#cursors) {
         parts.push(eventText({ ...item, id: undefined }));
       } else if (synthetic || item.id) {
         const seq = fromSeq + upstreamIds.length;
         upstreamIds.push(synthetic ? null : (item.id as string));
-        if (this.#options.trackResponses && item.data) responded.push(...responseIds(item.data));
+        responded.push(...answers);
         number(item, seq);
       } else {
         // No id (or an empty one, which resets the client's last id): passes as it is (E1).
@@ -199,3 +213,4 @@ export class SseRewriter {
 }
 
 const EMPTY = Buffer.alloc(0);
+const NO_IDS: readonly JsonRpcId[] = [];

@@ -24,6 +24,8 @@ const codec = new CursorCodec('a-test-secret-of-at-least-32-bytes!!');
 interface Options {
   /** A continuation: the replica must first replay these ids. */
   verify?: { expected: string[]; timeoutMs: number; maxBytes: number };
+  /** A POST stream: the request ids whose responses it carries. */
+  awaiting?: (string | number)[];
 }
 
 interface Piped {
@@ -46,7 +48,8 @@ async function piped(t: Test, options: Options = {}) {
         cursors: options.verify ? { codec, sessionId: 's1', incarnation: 'AAAAAAAAAAAAAAAA', sink: { record: async () => 'ok' } } : undefined,
         head: options.verify?.expected.length ?? 0,
         maxEventBytes: 2 * EVENT_BYTES,
-        trackResponses: false,
+        trackResponses: options.awaiting !== undefined,
+        ...(options.awaiting ? { awaiting: options.awaiting } : {}),
         ...(options.verify ? { verify: { expected: options.verify.expected, fromSeq: 0 } } : {}),
       });
       const pipe = pipeSse({
@@ -110,16 +113,55 @@ t.test('the replica failing mid-stream ends the client response after the comple
   t.equal((await client.ended).body, 'data: one\n\n', 'half an event never leaves');
 });
 
-t.test('the gateway ending the stream sends a retry hint, then ends both sides', async (t) => {
-  const { replica, client: clientSide, handled } = await piped(t);
+// drain: a stream that carries no call in flight (a GET stream) ends at once, as with end().
+for (const how of ['end', 'drain'] as const) {
+  t.test(`the gateway ending the stream (${how}) sends a retry hint, then ends both sides`, async (t) => {
+    const { replica, client: clientSide, handled } = await piped(t);
+    const client = await clientSide;
+    replica.res.write('data: one\n\n');
+    await client.seen('data: one');
+    handled.pipe[how]();
+    t.equal(await handled.pipe.done, 'gateway_end');
+    t.same(await client.ended, { body: `data: one\n\nretry: ${RETRY_HINT_MS}\n\n`, aborted: false });
+    await replica.closed;
+    t.pass('the request to the replica was closed');
+  });
+}
+
+t.test('draining a POST stream lets it run until the response of every request has passed, then ends it', async (t) => {
+  const { replica, client: clientSide, handled } = await piped(t, { awaiting: [1, 'b'] });
   const client = await clientSide;
-  replica.res.write('data: one\n\n');
-  await client.seen('data: one');
-  handled.pipe.end();
+  const progress = 'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}\n\n';
+  const first = 'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n';
+  // Without ids, as the SDK's default server sends them: the response is known by its body.
+  const second = 'data: {"jsonrpc":"2.0","id":"b","error":{"code":-32000,"message":"no"}}\n\n';
+  handled.pipe.drain();
+  replica.res.write(progress);
+  await client.seen(progress);
+  replica.res.write(first);
+  await client.seen(first);
+  let ended = false;
+  void handled.pipe.done.then(() => (ended = true));
+  replica.res.write(progress);
+  await client.seen(`${first}${progress}`);
+  t.notOk(ended, 'still open while a response is to come');
+  // The replica keeps its stream open after the last response: the gateway ends it then.
+  replica.res.write(second);
   t.equal(await handled.pipe.done, 'gateway_end');
-  t.same(await client.ended, { body: `data: one\n\nretry: ${RETRY_HINT_MS}\n\n`, aborted: false });
+  t.same(await client.ended, { body: `${progress}${first}${progress}${second}retry: ${RETRY_HINT_MS}\n\n`, aborted: false });
   await replica.closed;
   t.pass('the request to the replica was closed');
+});
+
+t.test('a POST stream whose response has passed ends at once when drained', async (t) => {
+  const { replica, client: clientSide, handled } = await piped(t, { awaiting: [5] });
+  const client = await clientSide;
+  const response = 'data: {"jsonrpc":"2.0","id":5,"result":{}}\n\n';
+  replica.res.write(response);
+  await client.seen(response);
+  handled.pipe.drain();
+  t.equal(await handled.pipe.done, 'gateway_end');
+  t.same(await client.ended, { body: `${response}retry: ${RETRY_HINT_MS}\n\n`, aborted: false });
 });
 
 t.test('a client that does not read holds the replica back; every event arrives once it reads', async (t) => {
