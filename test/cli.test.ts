@@ -4,13 +4,13 @@
  */
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { startReplica } from '../demo/src/replica.js';
-import { spawnProcess } from './helpers/processes.js';
+import { freePort, outputOf, spawnProcess, type Output } from './helpers/processes.js';
 
 const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 /** Bounds for events that come in milliseconds; reaching one is a failure, never a wait. */
@@ -43,13 +43,6 @@ const BROKEN_PROBLEMS = (file: string) => [
   `${file}:10: log.level: expected one of fatal, error, warn, info, debug, trace, silent`,
 ];
 
-interface Result {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** The environment of the test without the variables the gateway reads. */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env, ...extra };
@@ -64,29 +57,10 @@ function start(args: string[], cwd: string, env: Record<string, string> = {}): C
   return spawnProcess(process.execPath, [CLI, ...args], { cwd, env: cleanEnv(env), stdio: 'pipe' }).child as ChildProcessWithoutNullStreams;
 }
 
-function finished(child: ChildProcessWithoutNullStreams): Promise<Result> {
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-}
-
-const run = (args: string[], cwd: string, env: Record<string, string> = {}) => finished(start(args, cwd, env));
+const run = (args: string[], cwd: string, env: Record<string, string> = {}) => outputOf(start(args, cwd, env));
 
 const lines = (text: string) => text.split('\n').filter((l) => l !== '');
 
-/** A port that nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** Whether the port is bound by some process: binding it ourselves fails. */
 function portTaken(port: number): Promise<boolean> {
@@ -143,7 +117,7 @@ t.test('check-config', async (t) => {
     const cases = [['serve'], ['check-config', 'extra'], ['--bogus'], ['--config']];
     const results = await Promise.all(cases.map((args) => run(args, dir)));
     for (const [i, args] of cases.entries()) {
-      const r = results[i] as Result;
+      const r = results[i] as Output;
       t.equal(r.code, 2, args.join(' '));
       t.match(r.stderr, /^usage: mcp-resume-gateway \[check-config\] \[--config FILE\]$/m, args.join(' '));
       t.equal(r.stdout, '', args.join(' '));
@@ -154,7 +128,7 @@ t.test('check-config', async (t) => {
     const cases = [['--help'], ['-h'], ['check-config', '--help']];
     const results = await Promise.all(cases.map((args) => run(args, dir)));
     for (const [i, args] of cases.entries()) {
-      const r = results[i] as Result;
+      const r = results[i] as Output;
       t.equal(r.code, 0, args.join(' '));
       t.match(r.stdout, /^usage: mcp-resume-gateway /, args.join(' '));
       for (const option of ['--config FILE', '--version', '--help']) t.match(r.stdout, option, `${args.join(' ')} lists ${option}`);
@@ -167,7 +141,7 @@ t.test('check-config', async (t) => {
     const cases = [['--version'], ['-v']];
     const results = await Promise.all(cases.map((args) => run(args, dir)));
     for (const [i, args] of cases.entries()) {
-      const r = results[i] as Result;
+      const r = results[i] as Output;
       t.equal(r.code, 0, args.join(' '));
       t.equal(r.stdout, `${manifest.version}\n`, args.join(' '));
       t.equal(r.stderr, '', args.join(' '));
@@ -182,7 +156,7 @@ t.test('no file named and no config/gateway.yaml: exit 1, naming where it looked
   // A file that was named and is missing is reported as such, under the name it was given.
   const [named, ...results] = await Promise.all([run([], dir, { MCP_GATEWAY_CONFIG: 'elsewhere.yaml' }), ...cases.map((args) => run(args, dir))]);
   for (const [i, args] of cases.entries()) {
-    const r = results[i] as Result;
+    const r = results[i] as Output;
     t.equal(r.code, 1, args.join(' ') || 'run');
     t.strictSame(lines(r.stderr), [expected], args.join(' ') || 'run');
     t.equal(r.stdout, '', args.join(' ') || 'run');
@@ -196,7 +170,7 @@ t.test('the gateway does not start on a file with mistakes', async (t) => {
   const dir = t.testdir({ 'broken.yaml': BROKEN.replace('PORT', String(port)) });
   const child = start(['--config', 'broken.yaml'], dir);
   // Would the process bind its port, the port would be taken while it runs: watch it until exit.
-  const done = finished(child);
+  const done = outputOf(child);
   let taken = false;
   let exited = false;
   void done.then(() => (exited = true));

@@ -1,6 +1,7 @@
 /** The orchestrator's handle on the load generator process (bench/load.ts). */
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { spawnProcess } from '../../test/helpers/processes.js';
 import type { Job } from '../load.js';
 
 const LOAD = fileURLToPath(new URL('../load.js', import.meta.url));
@@ -14,7 +15,8 @@ export class LoadClient {
   #onMark: ((which: 'start' | 'end') => void) | undefined;
 
   constructor() {
-    this.#proc = fork(LOAD, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // Killed when the run ends, however it ends.
+    this.#proc = spawnProcess(process.execPath, [LOAD], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }).child;
     this.#proc.on('message', (message: Reply) => {
       if ('mark' in message) {
         this.#onMark?.(message.mark);

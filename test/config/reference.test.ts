@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -6,6 +5,7 @@ import t from 'tap';
 import { parseConfig } from '../../src/config/load.js';
 import { configReference, errorCodeReference, replaceSection, sectionOf, SECTIONS } from '../../src/config/reference.js';
 import { ERROR_CODES } from '../../src/errors.js';
+import { outputOf, spawnProcess, type Output } from '../helpers/processes.js';
 
 const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
 const SCRIPT = fileURLToPath(new URL('../../../scripts/config-reference.mjs', import.meta.url));
@@ -81,16 +81,8 @@ t.test('sections need both markers', async (t) => {
   t.throws(() => replaceSection(`${end}\n${start}\n`, 'config', 'x'), { message: `missing marker ${end}` }, 'end before start');
 });
 
-function runScript(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SCRIPT, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function runScript(args: string[]): Promise<Output> {
+  return outputOf(spawnProcess(process.execPath, [SCRIPT, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }).child);
 }
 
 t.test('scripts/config-reference.mjs prints and writes both sections', async (t) => {

@@ -94,6 +94,23 @@ export function spawnProcess(command: string, args: readonly string[], options: 
   };
 }
 
+export interface Output extends Exit {
+  stdout: string;
+  stderr: string;
+}
+
+/** Everything a child with piped stdout and stderr writes, once it has exited and both are closed. */
+export function outputOf(child: ChildProcess): Promise<Output> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
 /** How long a process may take to say it is ready on a loaded machine before the test gives up. */
 export const READY_DEADLINE_MS = 30_000;
 

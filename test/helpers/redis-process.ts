@@ -8,9 +8,8 @@
 import { readFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
-import { spawnProcess, type Teardown } from './processes.js';
-import { POLL_INTERVAL_MS } from './wait.js';
+import { READY_DEADLINE_MS, spawnProcess, type Teardown } from './processes.js';
+import { waitFor } from './wait.js';
 
 export type { Teardown } from './processes.js';
 export { freePort } from './processes.js';
@@ -18,7 +17,6 @@ export { waitFor, POLL_INTERVAL_MS } from './wait.js';
 
 export type Reply = string | number | null | Error | Reply[];
 
-const READY_DEADLINE_MS = 30_000;
 /** A command to a server that is up answers in microseconds; this only bounds a stuck one. */
 const COMMAND_DEADLINE_MS = 5_000;
 
@@ -41,17 +39,16 @@ export async function spawnRedis(t: Teardown, opts: { dir: string; port: number;
   const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
     await proc.kill(signal);
   };
-  const deadline = performance.now() + READY_DEADLINE_MS;
-  while (proc.exit === undefined && performance.now() < deadline) {
-    if ((await command(opts.port, ['PING']).catch(() => '')) === 'PONG') {
-      const info = await command(opts.port, ['INFO', 'server']);
-      if (typeof info === 'string' && info.includes(`process_id:${proc.pid}\r\n`)) {
-        return { port: opts.port, pid: proc.pid, exited, kill };
-      }
-      break;
-    }
-    await Promise.race([delay(POLL_INTERVAL_MS), exited]);
-  }
+  // Done waiting once it answers PING (as itself, or as another process that holds the port) or exits.
+  let ours = false;
+  await waitFor(`redis-server on port ${opts.port} answering PING`, READY_DEADLINE_MS, async () => {
+    if (proc.exit !== undefined) return true;
+    if ((await command(opts.port, ['PING']).catch(() => '')) !== 'PONG') return false;
+    const info = await command(opts.port, ['INFO', 'server']);
+    ours = typeof info === 'string' && info.includes(`process_id:${proc.pid}\r\n`);
+    return true;
+  }).catch(() => undefined);
+  if (ours) return { port: opts.port, pid: proc.pid, exited, kill };
   const log = await readFile(join(opts.dir, opts.logfile), 'utf8').catch(() => '(no log)');
   await kill();
   throw new Error(`redis-server on port ${opts.port} did not answer PING:\n${log}`);

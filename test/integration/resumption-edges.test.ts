@@ -6,7 +6,6 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { connect as netConnect } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import t from 'tap';
 import type { Test } from 'tap';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -195,14 +194,20 @@ function get(t: Test, url: string, headers: Record<string, string>): Promise<Ans
   });
 }
 
-/** A plain GET stream; a 409 (the replica has not yet seen an earlier stream close) is retried. */
+/**
+ * A plain GET stream; a 409 (the replica has not yet seen an earlier stream close) is asked again.
+ * Past the deadline the last answer is returned, for the caller's check to name.
+ */
 async function plainGet(t: Test, url: string, sessionId: string): Promise<Answer> {
-  for (let attempt = 1; ; attempt++) {
-    const answer = await get(t, url, { 'mcp-session-id': sessionId });
-    if (answer.status !== 409 || attempt === 40) return answer;
+  let answer: Answer | undefined;
+  await waitFor('a GET stream the replica does not refuse with 409', STREAM_DEADLINE_MS, async () => {
+    answer = await get(t, url, { 'mcp-session-id': sessionId });
+    if (answer.status !== 409) return true;
     await answer.text();
-    await delay(50);
-  }
+    return false;
+  }).catch(() => undefined);
+  if (!answer) throw new Error(`GET ${url} was never answered`);
+  return answer;
 }
 
 /** Writes `head` (a whole request head) on a fresh connection; resolves with the status line. */
