@@ -11,6 +11,7 @@ import { resolve } from 'node:path';
 import { format, parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
+import { RESTART_ONLY } from './config/reload.js';
 import type { Config } from './config/schema.js';
 import { createLogger, LogSecrets, redactUrl, type Logger } from './logger.js';
 import { buildServer } from './server.js';
@@ -84,16 +85,26 @@ async function run(config: Config, file: string): Promise<number> {
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
 
   process.on('SIGHUP', () => {
+    let next: Config;
     try {
-      const next = loadConfig(file);
-      secrets.addConfig(next);
-      gateway.reconfigure(next);
-      logger.info({ file, replicas: next.replicas.map((r) => r.id) }, 'configuration reloaded');
+      next = loadConfig(file);
     } catch (err) {
       // A bad file never replaces a running configuration (R4).
       const problems = err instanceof ConfigError ? err.problems : [String(err)];
-      logger.error({ file, problems }, 'configuration reload refused; the running configuration stays');
+      gateway.metrics.configReloads.inc({ result: 'invalid' });
+      logger.error({ file, result: 'invalid', problems }, 'configuration reload refused; the running configuration stays');
+      return;
     }
+    secrets.addConfig(next);
+    const plan = gateway.reconfigure(next);
+    gateway.metrics.configReloads.inc({ result: plan.result });
+    const said = { file, result: plan.result, applied: plan.applied, replicas: plan.config.replicas.map((r) => r.id) };
+    if (plan.result === 'applied') {
+      logger.info(said, 'configuration reloaded');
+      return;
+    }
+    const notApplied = Object.fromEntries(plan.notApplied.map((path) => [path, RESTART_ONLY[path]]));
+    logger.warn({ ...said, notApplied }, `configuration reloaded in part: ${plan.notApplied.join(', ')} not applied (restart to apply)`);
   });
 
   const stopped = new Promise<number>((resolve) => {

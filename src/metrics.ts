@@ -85,6 +85,12 @@ export function createMetrics(registry: Registry) {
       labelNames: ['reason'] as const,
       registers,
     }),
+    configReloads: new Counter({
+      name: 'mcp_gateway_config_reloads_total',
+      help: 'Configuration reloads (SIGHUP) by result: applied (all of it), partial (some keys need a restart; named in the log), invalid (refused; the running configuration stays).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

@@ -7,9 +7,11 @@ import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { buildAdmin } from './admin.js';
+import { planReload, type ReloadPlan } from './config/reload.js';
 import type { Config } from './config/schema.js';
 import { Fleet } from './fleet/index.js';
 import { clientErrorHandler } from './clients/errors.js';
+import { bodyLimitHook } from './clients/body-limit.js';
 import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
 import type { Logger, LogSecrets } from './logger.js';
 import { createMetrics, NO_REPLICA, type Metrics } from './metrics.js';
@@ -41,8 +43,11 @@ export interface Gateway {
   readonly metrics: Metrics;
   /** Listens on both listeners; resolves with their base URLs. */
   listen(): Promise<{ mcpUrl: string; adminUrl: string }>;
-  /** Replaces the replica list and every other setting that can change while running. */
-  reconfigure(config: Config): void;
+  /**
+   * Applies `config` live, except what needs a restart (see config/reload.ts), which keeps its
+   * running value and is named in the returned plan.
+   */
+  reconfigure(config: Config): ReloadPlan;
   /**
    * Graceful stop: not ready, no new connections, GET streams ended, requests in flight (POST
    * streams until their responses have passed) given up to shutdown.graceMs.
@@ -70,7 +75,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     logController: new LogController({ disableRequestLogging: true }),
     // Nothing logs through request.log: no child logger per request.
     childLoggerFactory: (parent) => parent,
-    bodyLimit: config.limits.bodyBytes,
+    // limits.bodyBytes is enforced by bodyLimitHook, which reads it per request (reloadable).
+    bodyLimit: Number.MAX_SAFE_INTEGER,
     http: { maxHeaderSize: config.limits.headerBytes, connectionsCheckingInterval: HEADERS_CHECK_INTERVAL_MS },
     routerOptions: { ignoreTrailingSlash: true },
     // No timeout cuts a request or an open stream (R5); replicas are bounded by upstream timeouts.
@@ -81,6 +87,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   });
   applyClientLimits(mcp.server, config.limits);
   countDroppedConnections(mcp.server, metrics);
+  mcp.addHook('preParsing', bodyLimitHook(() => config.limits.bodyBytes));
   mcp.removeAllContentTypeParsers();
   // Bodies are forwarded as the client sent them: read as bytes, never re-serialized.
   mcp.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
@@ -135,15 +142,21 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       logger.info({ mcp: `${mcpUrl}${config.path}`, admin: adminUrl, store: store.kind, replicas: config.replicas.length }, 'gateway listening');
       return { mcpUrl, adminUrl };
     },
-    reconfigure(next) {
+    reconfigure(file) {
+      const plan = planReload(config, file);
+      const next = plan.config;
       const kept = new Set(next.replicas.map((r) => r.id));
       const removed = new Set(config.replicas.map((r) => r.id).filter((id) => !kept.has(id)));
       config = next;
+      logger.level = next.log.level;
+      applyClientLimits(mcp.server, next.limits);
+      upstreams.reconfigure(next.upstream);
       fleet.reconfigure(next);
       // Streams of removed replicas end now; their sessions are lost (R4) and get 404 from here on.
       open.end(removed);
       void upstreams.retain(kept);
       if (removed.size > 0) logger.info({ removed: [...removed] }, 'replicas removed: their streams ended, their sessions lost');
+      return plan;
     },
     async close() {
       draining = true;

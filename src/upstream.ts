@@ -4,6 +4,7 @@
  * request that reached no replica may be tried on another) and on whether anything listens there
  * at all (R4: nothing listening means the owner is gone).
  */
+import { isDeepStrictEqual } from 'node:util';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
 import type { ReplicaConfig } from './config/schema.js';
@@ -43,7 +44,7 @@ export class UpstreamAbort extends EventEmitter {
 export class Upstreams {
   readonly #pools = new Map<string, Pool>();
 
-  constructor(private readonly options: UpstreamOptions) {}
+  constructor(private options: UpstreamOptions) {}
 
   send(replica: ReplicaConfig, request: UpstreamRequest): Promise<UpstreamResponse> {
     return this.#pool(replica).request({
@@ -55,6 +56,18 @@ export class Upstreams {
       // An SSE stream may stay silent for as long as it likes (R5): no body timeout at all.
       bodyTimeout: 0,
     });
+  }
+
+  /**
+   * New timeouts and pool sizes (a reload): requests from now on go through new pools; the old
+   * ones close once their requests, open SSE streams included, are over.
+   */
+  reconfigure(options: UpstreamOptions): void {
+    if (isDeepStrictEqual(options, this.options)) return;
+    this.options = options;
+    const old = [...this.#pools.values()];
+    this.#pools.clear();
+    for (const pool of old) void pool.close().catch(() => undefined);
   }
 
   /** Forgets the pools of replicas no longer configured, closing their connections. */

@@ -154,8 +154,15 @@ export class Fleet {
 
   /** Applies a new replica list: new replicas join, removed ones are forgotten. */
   reconfigure(config: FleetOptions['config']): void {
+    const interval = this.#config.health.intervalMs;
     this.#config = config;
     this.#apply(config.replicas);
+    // A new probe interval takes effect at once, not after the old one's next tick.
+    if (this.#timer && config.health.intervalMs !== interval) {
+      clearInterval(this.#timer);
+      this.#timer = setInterval(() => void this.tick(), config.health.intervalMs);
+      this.#timer.unref();
+    }
   }
 
   async close(): Promise<void> {
