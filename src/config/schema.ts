@@ -178,7 +178,7 @@ export const ConfigSchema = Type.Object(
               minimum: 1024,
               default: 1024 * 1024,
               description:
-                'bound of one stream\'s records held in memory while the store does not answer (counted as 40 bytes plus the upstream id\'s length per event and 200 per batch); past it the stream goes on but is no longer recorded: its later cursors are unknown_stream',
+                'bound of one stream\'s records held in memory while the store does not answer (counted as 56 bytes plus the upstream id\'s length per event and 200 per batch); past it the stream goes on but is no longer recorded: its later cursors are unknown_stream',
             }),
             totalBytes: Type.Integer({
               minimum: 1024,

@@ -31,11 +31,12 @@ export interface RecordTarget {
 export type StopReason = 'stream_limit' | 'total_limit' | 'refused' | 'shutdown';
 
 /**
- * What an unrecorded event is counted as against the bounds: its share of the batch's arrays and
- * the upstream id's characters, plus a fixed cost per batch (its object and arrays). Close to what
- * V8 holds for them (bench/store-outage.ts measures it); the id strings are the replica's, kept alive.
+ * What an unrecorded event is counted as against the bounds: its slot in the batch's array and its
+ * upstream id (a V8 string: a header and the characters), plus a fixed cost per batch (its objects
+ * and arrays). Measured by bench/store-outage.ts: with 45-character ids, V8 held 299 bytes per
+ * event in batches of one and 118 in batches of ten; these count 301 and 121.
  */
-export const EVENT_COST_BYTES = 40;
+export const EVENT_COST_BYTES = 56;
 export const BATCH_COST_BYTES = 200;
 /** A late write carries at most this many events: one script run must not block Redis for long. */
 const MAX_WRITE_EVENTS = 10_000;
