@@ -1,7 +1,8 @@
 /**
  * The cursor codec's secret: the configured one, or else one that every gateway sharing the store
- * agrees on (E2): the first random candidate offered to the store wins. Re-agreed at every fleet
- * tick, so that an instance notices a store that lost the secret with the rest of its data.
+ * agrees on (E2): the first random candidate offered to the store wins. Offered again every
+ * health.intervalMs (refresh, from src/server.ts), so that an instance notices a store that lost the
+ * secret with the rest of its data.
  */
 import { randomBytes } from 'node:crypto';
 import { CursorCodec } from './cursor.js';

@@ -119,17 +119,17 @@ export function createProxy(deps: ProxyDeps) {
     // E1, E5: the stream becomes an incarnation whose events carry cursors recorded in the store.
     const kind = request.method === 'GET' ? 'get' : 'post';
     const calls = kind === 'post' ? requestIds(request.body) : undefined;
-    let at: Attachment | undefined;
+    let attachment: Attachment | undefined;
     let cursors: CursorTarget | undefined;
     if (sessionId !== undefined) {
       try {
         // A GET supersedes the session's earlier GET streams now (E4); a POST stream is recorded
         // with its first events.
-        at =
+        attachment =
           kind === 'get'
             ? await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })
             : streams.lazyIncarnation(sessionId, replica.id, calls ?? []);
-        cursors = await streams.cursors(at);
+        cursors = await streams.cursors(attachment);
       } catch (err) {
         if (!isStoreError(err)) throw err;
         if (kind === 'get') {
@@ -140,7 +140,7 @@ export function createProxy(deps: ProxyDeps) {
         }
         // The POST ran on the replica: its answer must reach the client, without cursors.
         logger.warn({ replica: replica.id, session: shortId(sessionId) }, 'store unavailable: this POST stream is not resumable');
-        at = undefined;
+        attachment = undefined;
         cursors = undefined;
       }
     }
@@ -155,7 +155,7 @@ export function createProxy(deps: ProxyDeps) {
     const start = () => {
       res.writeHead(response.statusCode, headers);
     };
-    const how = await streams.pipe({ body: response.body, res, replica: replica.id, start }, rewriter, at);
+    const how = await streams.pipe({ body: response.body, res, replica: replica.id, start }, rewriter, attachment);
     logDone(request, forwarding, response.statusCode, how);
   }
 

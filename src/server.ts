@@ -62,16 +62,17 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const store = instrumentStore(deps.store, metrics);
   const fleet = new Fleet({ config, store, metrics, logger });
   const upstreams = new Upstreams(config.upstream);
-  const open = new OpenStreams();
+  const openStreams = new OpenStreams();
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
-  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, open, unrecorded });
+  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
 
   const mcp = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
-    // One access line per request comes from the proxy itself, with the replica and session.
+    // Fastify logs no request itself: the proxy writes its own line (logDone in src/proxy.ts),
+    // with the replica and session.
     logController: new LogController({ disableRequestLogging: true }),
     // Nothing logs through request.log: no child logger per request.
     childLoggerFactory: (parent) => parent,
@@ -79,7 +80,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     bodyLimit: Number.MAX_SAFE_INTEGER,
     http: { maxHeaderSize: config.limits.headerBytes, connectionsCheckingInterval: HEADERS_CHECK_INTERVAL_MS },
     routerOptions: { ignoreTrailingSlash: true },
-    // No timeout cuts a request or an open stream (R5); replicas are bounded by upstream timeouts.
+    // Once its headers are in (limits.headersTimeoutMs bounds those), no timeout cuts a request or
+    // an open stream (R5); replicas are bounded by upstream timeouts.
     requestTimeout: 0,
     connectionTimeout: 0,
     return503OnClosing: true,
@@ -153,7 +155,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       upstreams.reconfigure(next.upstream);
       fleet.reconfigure(next);
       // Streams of removed replicas end now; their sessions are lost (R4) and get 404 from here on.
-      open.end(removed);
+      openStreams.end(removed);
       void upstreams.retain(kept);
       if (removed.size > 0) logger.info({ removed: [...removed] }, 'replicas removed: their streams ended, their sessions lost');
       return plan;
@@ -165,7 +167,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const startedAt = performance.now();
       // GET streams would hold the listener open forever: they end now and their clients
       // reconnect. A POST stream is a call in flight: it ends once its response has passed.
-      open.drain();
+      openStreams.drain();
       const closing = mcp.close();
       // A keep-alive connection goes idle when its in-flight request ends; close it then. Node
       // does not count a connection that never sent a byte as idle: close those too.
@@ -178,9 +180,9 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
         timer = setTimeout(() => resolve('timeout'), graceMs);
       });
       if ((await Promise.race([closing.then(() => 'closed' as const), grace])) === 'timeout') {
-        logger.warn({ graceMs, streams: open.size }, 'grace period over: closing the remaining connections');
+        logger.warn({ graceMs, streams: openStreams.size }, 'grace period over: closing the remaining connections');
         // Calls still running: their streams end with the retry hint, the clients resume elsewhere.
-        open.end();
+        openStreams.end();
         mcp.server.closeAllConnections();
         await closing;
       }

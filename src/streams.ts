@@ -22,7 +22,7 @@ export interface StreamDeps {
   keys: CursorKeys;
   metrics: Metrics;
   logger: Logger;
-  open: OpenStreams;
+  openStreams: OpenStreams;
   unrecorded: UnrecordedRecords;
 }
 
@@ -33,7 +33,7 @@ export interface Attachment {
   readonly owner: string;
   readonly attach: number;
   /** Not recorded yet: the first batch of records creates the incarnation (see lazyIncarnation). */
-  readonly open?: EventBatch['open'];
+  readonly create?: EventBatch['create'];
 }
 
 export interface PipeRequest {
@@ -51,10 +51,10 @@ export class SseStreams {
    * Records a new incarnation of the session, before any of its events leaves (E5). A GET
    * supersedes the session's earlier GET incarnations (E4). Rejects with a StoreError.
    */
-  async openIncarnation(sessionId: string, owner: string, kind: IncarnationKind, options: { pending?: readonly JsonRpcId[]; supersede: boolean }): Promise<Attachment> {
+  async openIncarnation(sessionId: string, owner: string, kind: IncarnationKind, options: { supersede: boolean }): Promise<Attachment> {
     const incarnation = newIncarnationId();
     const { idleTtlMs } = this.deps.config().sessions;
-    await this.deps.store.openIncarnation({ id: incarnation, sessionId, owner, kind, pending: options.pending ?? [], supersede: options.supersede }, idleTtlMs);
+    await this.deps.store.openIncarnation({ id: incarnation, sessionId, owner, kind, pending: [], supersede: options.supersede }, idleTtlMs);
     return { sessionId, incarnation, owner, attach: 1 };
   }
 
@@ -66,20 +66,20 @@ export class SseStreams {
    * never recorded at all.
    */
   lazyIncarnation(sessionId: string, owner: string, pending: readonly JsonRpcId[]): Attachment {
-    return { sessionId, incarnation: newIncarnationId(), owner, attach: 1, open: { owner, kind: 'post', pending } };
+    return { sessionId, incarnation: newIncarnationId(), owner, attach: 1, create: { owner, kind: 'post', pending } };
   }
 
   /**
    * The cursors of an attachment: numbered by the codec, recorded in the store before their events
    * leave (E5) while it answers, and recorded late when it does not (§7, see streams/unrecorded.ts).
    */
-  async cursors(at: Attachment): Promise<CursorTarget> {
+  async cursors(attachment: Attachment): Promise<CursorTarget> {
     const codec = await this.deps.keys.codec();
-    const records = this.deps.unrecorded.stream(at);
+    const records = this.deps.unrecorded.stream(attachment);
     return {
       codec,
-      sessionId: at.sessionId,
-      incarnation: at.incarnation,
+      sessionId: attachment.sessionId,
+      incarnation: attachment.incarnation,
       sink: {
         record: (fromSeq, upstreamIds, responded) => records.record(fromSeq, upstreamIds, responded, this.deps.config().resumption.recordRetryMs),
       },
@@ -99,8 +99,8 @@ export class SseStreams {
   }
 
   /** Pipes a replica's SSE body through `rewriter` to the client; resolves when it ends. */
-  pipe(request: PipeRequest, rewriter: SseRewriter, at: Attachment | undefined): Promise<PipeEnd> {
-    const { metrics, open } = this.deps;
+  pipe(request: PipeRequest, rewriter: SseRewriter, attachment: Attachment | undefined): Promise<PipeEnd> {
+    const { metrics, openStreams } = this.deps;
     const events = metrics.sseEvents.labels({ replica: request.replica });
     const streamOpen = metrics.sseStreamsOpen.labels({ replica: request.replica });
     let counted = false;
@@ -117,8 +117,8 @@ export class SseStreams {
       onEvents: (n) => events.inc(n),
       ...(request.verify ? { verify: request.verify } : {}),
     });
-    open.add(stream, request.replica);
-    const keepAlive = at ? this.#keepAlive(at) : undefined;
+    openStreams.add(stream, request.replica);
+    const keepAlive = attachment ? this.#keepAlive(attachment) : undefined;
     return stream.done.then((how) => {
       if (counted) streamOpen.dec();
       clearInterval(keepAlive);
@@ -130,14 +130,14 @@ export class SseStreams {
   }
 
   /** An open stream is activity: its session and incarnation must not expire under it. */
-  #keepAlive(at: Attachment): NodeJS.Timeout {
+  #keepAlive(attachment: Attachment): NodeJS.Timeout {
     const { store } = this.deps;
     const ttl = this.deps.config().sessions.idleTtlMs;
     const timer = setInterval(
       () => {
         // Failures are counted by the store metrics and retried at the next tick.
-        store.touchSession(at.sessionId, ttl).catch(() => undefined);
-        store.touchIncarnation(at.sessionId, at.incarnation, ttl).catch(() => undefined);
+        store.touchSession(attachment.sessionId, ttl).catch(() => undefined);
+        store.touchIncarnation(attachment.sessionId, attachment.incarnation, ttl).catch(() => undefined);
       },
       Math.max(1000, Math.floor(ttl / 3)),
     );

@@ -106,7 +106,7 @@ export function createResumption(kit: ResumeKit) {
     const replica = fleet.get(decided.owner);
     // Removed from the configuration since the decision: gone (R4).
     if (!replica) return redecide({ ownerGone: true });
-    let at: Attachment;
+    let attachment: Attachment;
     let decision: Continue;
     let response: UpstreamResponse;
     const abort = new UpstreamAbort();
@@ -119,7 +119,7 @@ export function createResumption(kit: ResumeKit) {
       const again = decide(known);
       if (!attached || again.kind !== 'continue') return settle(request, reply, known, again, lastEventId);
       decision = again;
-      at = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach: attached.attach };
+      attachment = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach: attached.attach };
       response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort);
     } catch (err) {
       if (isStoreError(err)) return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
@@ -147,7 +147,7 @@ export function createResumption(kit: ResumeKit) {
 
     let cursors;
     try {
-      cursors = await streams.cursors(at);
+      cursors = await streams.cursors(attachment);
     } catch (err) {
       abort.abort();
       discard(response);
@@ -192,7 +192,7 @@ export function createResumption(kit: ResumeKit) {
         },
       },
       rewriter,
-      at,
+      attachment,
     );
   }
 
@@ -213,18 +213,18 @@ export function createResumption(kit: ResumeKit) {
     // The owner is asked first: only a fresh stream that really opened supersedes the session's
     // GET stream (E4). A refused one must leave a live stream resumable.
     const fresh = wantsFresh ? await openFreshStream(request, session, owner, res) : undefined;
-    let at: Attachment | undefined;
+    let attachment: Attachment | undefined;
     let rewriter;
     let first;
     try {
-      at = await streams.openIncarnation(session.sessionId, session.owner, 'get', { supersede: fresh !== undefined });
-      rewriter = streams.rewriter(await streams.cursors(at), 0, {});
+      attachment = await streams.openIncarnation(session.sessionId, session.owner, 'get', { supersede: fresh !== undefined });
+      rewriter = streams.rewriter(await streams.cursors(attachment), 0, {});
       first = await rewriter.synthetic(streamResetNotification(reason, lastEventId));
     } catch (err) {
       if (!isStoreError(err)) throw err;
       first = { end: 'store_failed' as const, out: Buffer.alloc(0) };
     }
-    if (first.end || !at || !rewriter) {
+    if (first.end || !attachment || !rewriter) {
       fresh?.abort.abort();
       if (fresh) discard(fresh.response);
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
@@ -242,11 +242,11 @@ export function createResumption(kit: ResumeKit) {
     res.write(first.out);
     // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
     for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
-    if (!fresh || !owner) return endSignal(res, at);
+    if (!fresh || !owner) return endSignal(res, attachment);
     res.once('close', () => {
       if (!res.writableFinished) fresh.abort.abort();
     });
-    await streams.pipe({ body: fresh.response.body, res, replica: owner.id, start: () => undefined }, rewriter, at);
+    await streams.pipe({ body: fresh.response.body, res, replica: owner.id, start: () => undefined }, rewriter, attachment);
   }
 
   /**
@@ -279,8 +279,8 @@ export function createResumption(kit: ResumeKit) {
    * Ends a signal stream on purpose. Its incarnation is closed first, so that the client's
    * reconnection with its last cursor settles instead of drawing the signal again.
    */
-  async function endSignal(res: ServerResponse, at: Attachment) {
-    await store.closeIncarnation(at.sessionId, at.incarnation).catch((err: unknown) => {
+  async function endSignal(res: ServerResponse, attachment: Attachment) {
+    await store.closeIncarnation(attachment.sessionId, attachment.incarnation).catch((err: unknown) => {
       logger.warn({ err: (err as Error).message }, 'cannot close the signal stream in the store');
     });
     res.end();

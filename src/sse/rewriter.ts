@@ -68,7 +68,7 @@ export interface RewriterOptions {
    * (with a cursor or without), the stream is a call in flight, which a shutdown lets finish.
    */
   awaiting?: readonly JsonRpcId[];
-  /** A continuation: the owner's ids expected first, replayed at positions verifyFrom+1... */
+  /** A continuation: the owner's ids expected first, in order, renumbered as positions fromSeq+1... */
   verify?: { readonly expected: readonly string[]; readonly fromSeq: number };
 }
 

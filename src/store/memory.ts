@@ -150,7 +150,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   }
 
   /** Same failure surface as the Redis store: a closed store rejects every operation. */
-  function open(op: string): void {
+  function assertOpen(op: string): void {
     if (closed) throw new StoreError(op, { cause: new Error('store is closed') });
   }
 
@@ -158,7 +158,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     kind: 'memory',
 
     async bindSession(session: NewSession, idleTtlMs: number): Promise<boolean> {
-      open('bindSession');
+      assertOpen('bindSession');
       if (live(session.sessionId) !== undefined) return false;
       const t = now();
       const record: SessionRecord = Object.freeze({
@@ -173,7 +173,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     },
 
     async touchSession(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null> {
-      open('touchSession');
+      assertOpen('touchSession');
       return touch(sessionId, idleTtlMs);
     },
 
@@ -182,13 +182,13 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       idleTtlMs: number,
       read?: { incarnationId: string; afterSeq: number },
     ): Promise<{ session: SessionRecord | null; view: IncarnationView | null }> {
-      open('touchAndRead');
+      assertOpen('touchAndRead');
       const session = touch(sessionId, idleTtlMs);
       return { session, view: read === undefined ? null : readView(sessionId, read.incarnationId, read.afterSeq) };
     },
 
     async endSession(sessionId: string, state: Exclude<SessionState, 'active'>, tombstoneTtlMs: number): Promise<void> {
-      open('endSession');
+      assertOpen('endSession');
       const entry = live(sessionId);
       if (entry === undefined || entry.record.state !== 'active') return;
       entry.record = Object.freeze({ ...entry.record, state });
@@ -196,12 +196,12 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     },
 
     async replicaEpochs(): Promise<Record<string, string>> {
-      open('replicaEpochs');
+      assertOpen('replicaEpochs');
       return Object.fromEntries(epochs);
     },
 
     async retireReplicaEpoch(replicaId: string, expected: string, next: string): Promise<string> {
-      open('retireReplicaEpoch');
+      assertOpen('retireReplicaEpoch');
       const current = epochs.get(replicaId) ?? '';
       if (current !== expected) return current;
       epochs.set(replicaId, next);
@@ -209,7 +209,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     },
 
     async openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void> {
-      open('openIncarnation');
+      assertOpen('openIncarnation');
       const { id, sessionId } = incarnation;
       // Reopening would restart the numbering and issue the same cursors twice (E2, E3).
       if (liveIncarnation(sessionId, id) !== undefined) {
@@ -228,7 +228,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       ttlMs: number,
       afterSeq: number,
     ): Promise<{ attach: number; view: IncarnationView } | null> {
-      open('attachIncarnation');
+      assertOpen('attachIncarnation');
       const entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined) return null;
       entry.attach += 1;
@@ -237,17 +237,17 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     },
 
     async recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
-      open('recordEvents');
-      if (batch.open !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
+      assertOpen('recordEvents');
+      if (batch.create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
         // Only the first batch of the first attachment may create its incarnation.
-        throw new StoreError('recordEvents', { cause: new Error('a batch with open must be attach 1 and fromSeq 1') });
+        throw new StoreError('recordEvents', { cause: new Error('a batch with create must be attach 1 and fromSeq 1') });
       }
       if (batch.upstreamIds.some((id) => id !== null && id.includes('\n'))) {
         // As the Redis store, which sends the ids joined by LF.
         throw new StoreError('recordEvents', { cause: new Error('an upstream id contains LF') });
       }
       let entry = liveIncarnation(sessionId, incarnationId);
-      if (entry === undefined && batch.open !== undefined) entry = createIncarnation(sessionId, incarnationId, batch.open, ttlMs);
+      if (entry === undefined && batch.create !== undefined) entry = createIncarnation(sessionId, incarnationId, batch.create, ttlMs);
       if (entry === undefined) return 'missing';
       // A closed incarnation promised that nothing follows; a stale writer must not break that.
       if (entry.state !== 'open' || batch.attach !== entry.attach) return 'stale';
@@ -269,30 +269,30 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     },
 
     async readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null> {
-      open('readIncarnation');
+      assertOpen('readIncarnation');
       return readView(sessionId, incarnationId, afterSeq);
     },
 
     async closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
-      open('closeIncarnation');
+      assertOpen('closeIncarnation');
       const entry = liveIncarnation(sessionId, incarnationId);
       if (entry !== undefined) entry.state = 'closed';
     },
 
     async touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void> {
-      open('touchIncarnation');
+      assertOpen('touchIncarnation');
       const entry = liveIncarnation(sessionId, incarnationId);
       if (entry !== undefined) entry.expiresAt = now() + ttlMs;
     },
 
     async agreeSecret(candidate: string): Promise<string> {
-      open('agreeSecret');
+      assertOpen('agreeSecret');
       secret ??= candidate;
       return secret;
     },
 
     async ping(): Promise<void> {
-      open('ping');
+      assertOpen('ping');
     },
 
     async close(): Promise<void> {

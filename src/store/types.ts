@@ -1,7 +1,9 @@
 /**
- * The store holds what every gateway instance must agree on: which replica owns which session,
- * and the fleet-wide epoch of each replica (a replica declared gone gets a new epoch, and every
- * session bound under an older epoch is lost with it).
+ * The store holds what every gateway instance must agree on: which replica owns which session;
+ * each SSE stream's incarnation (its owner, the upstream id behind each position its cursors name,
+ * the attachment that may write it, the POST requests still unanswered); the fleet-wide epoch of
+ * each replica (a replica declared gone gets a new epoch, and every session bound under an older
+ * epoch is lost with it); and the cursor secret, when none is configured.
  *
  * Two implementations: memory (one gateway process) and Redis (a fleet of gateways). Both pass the
  * same contract suite (test/store/contract.ts). Every failure surfaces as a StoreError
@@ -83,7 +85,7 @@ export interface EventBatch {
    * (a stream whose incarnation need not exist before its first event: POST streams). Only with
    * attach 1 and fromSeq 1. Never supersedes anything.
    */
-  readonly open?: { readonly owner: string; readonly kind: IncarnationKind; readonly pending: readonly JsonRpcId[] };
+  readonly create?: { readonly owner: string; readonly kind: IncarnationKind; readonly pending: readonly JsonRpcId[] };
 }
 
 export type RecordResult = 'ok' | 'stale' | 'missing';
@@ -95,7 +97,7 @@ export interface IncarnationView {
   readonly currentGet: string | undefined;
   /** Upstream ids of positions after..head, in order (null: made by the gateway). */
   readonly after: readonly (string | null)[];
-  /** Upstream id at position `after` itself; undefined when that position is not recorded. */
+  /** Upstream id at position `afterSeq` itself (the cursor's); undefined when that position is not recorded. */
   readonly at: string | null | undefined;
 }
 
@@ -165,10 +167,10 @@ export interface Store {
    * incarnation's TTL. 'stale': another attachment or a lost race; 'missing': not recorded.
    * Idempotent: a batch that already landed (the same ids at the same positions, for the current
    * attachment) is 'ok' again, so that a write retried after a timeout does not end its stream.
-   * With `batch.open`, an incarnation that has no record at all is first created as openIncarnation
+   * With `batch.create`, an incarnation that has no record at all is first created as openIncarnation
    * would without supersede, in the same atomic step (one round trip instead of two); for any other
-   * the batch is handled as without `open` (a retry of the first batch is 'ok'; a closed, stale or
-   * half-evicted incarnation is never recreated). A batch with `open` must be attach 1 and fromSeq
+   * the batch is handled as without `create` (a retry of the first batch is 'ok'; a closed, stale or
+   * half-evicted incarnation is never recreated). A batch with `create` must be attach 1 and fromSeq
    * 1: any other is refused with a StoreError before the store is touched.
    */
   recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult>;

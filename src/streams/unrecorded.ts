@@ -25,7 +25,7 @@ export interface RecordTarget {
   readonly incarnation: string;
   readonly attach: number;
   /** A lazily recorded incarnation (POST streams): created by its first batch. */
-  readonly open?: EventBatch['open'];
+  readonly create?: EventBatch['create'];
 }
 
 export type StopReason = 'stream_limit' | 'total_limit' | 'refused' | 'shutdown';
@@ -240,8 +240,8 @@ export class StreamRecords {
    */
   async record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], retryMs: number): Promise<RecordResult> {
     if (this.#stopped) return 'ok';
-    const { open } = this.#target;
-    const batch: EventBatch = { attach: this.#target.attach, fromSeq, upstreamIds, responded, ...(open && fromSeq === 1 ? { open } : {}) };
+    const { create } = this.#target;
+    const batch: EventBatch = { attach: this.#target.attach, fromSeq, upstreamIds, responded, ...(create && fromSeq === 1 ? { create } : {}) };
     if (this.pending || this.#all.down || this.#all.closed) {
       this.#hold(batch, false);
       return 'ok';

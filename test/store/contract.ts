@@ -253,17 +253,17 @@ const incarnation = (
 const batch = (
   fromSeq: number,
   upstreamIds: (string | null)[],
-  opts: { attach?: number; responded?: JsonRpcId[]; open?: EventBatch['open'] } = {},
+  opts: { attach?: number; responded?: JsonRpcId[]; create?: EventBatch['create'] } = {},
 ): EventBatch => ({
   attach: opts.attach ?? 1,
   fromSeq,
   upstreamIds,
   responded: opts.responded ?? [],
-  ...(opts.open === undefined ? {} : { open: opts.open }),
+  ...(opts.create === undefined ? {} : { create: opts.create }),
 });
 
-/** What a first batch that opens a POST stream carries. */
-const opening = (opts: { owner?: string; kind?: IncarnationKind; pending?: JsonRpcId[] } = {}): EventBatch['open'] => ({
+/** What a first batch that creates a POST stream's incarnation carries. */
+const creating = (opts: { owner?: string; kind?: IncarnationKind; pending?: JsonRpcId[] } = {}): EventBatch['create'] => ({
   owner: opts.owner ?? 'r1',
   kind: opts.kind ?? 'post',
   pending: opts.pending ?? [],
@@ -431,11 +431,11 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(view?.after, [`w${winner}-a`, `w${winner}-b`], "the winner's batch, whole");
   });
 
-  test('incarnations: a first batch with open creates the incarnation', async (t, h) => {
+  test('incarnations: a first batch with create creates the incarnation', async (t, h) => {
     await bind(h);
-    const open = opening({ owner: 'replica-b', pending: [1, '1', 'req-x', 1] });
+    const create = creating({ owner: 'replica-b', pending: [1, '1', 'req-x', 1] });
     t.equal(await read(h.store, 'p1'), null, 'not recorded before');
-    t.equal(await record(h.store, 'p1', batch(1, ['u1', null], { open, responded: ['1', 1] })), 'ok');
+    t.equal(await record(h.store, 'p1', batch(1, ['u1', null], { create, responded: ['1', 1] })), 'ok');
     const view = await read(h.store, 'p1');
     t.same(view, {
       record: { id: 'p1', sessionId: 's1', owner: 'replica-b', kind: 'post', state: 'open', head: 2, base: 0, attach: 1, pending: ['req-x', 1] },
@@ -445,25 +445,25 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     });
     t.strictSame(view?.record.pending, ['req-x', 1], 'each responded id settled one pending, 1 and "1" apart');
     const other = await h.peer();
-    t.equal(await record(other, 'p1', batch(3, ['u3'], { responded: [1, 1, 'req-x'] })), 'ok', 'the next batch follows without open');
+    t.equal(await record(other, 'p1', batch(3, ['u3'], { responded: [1, 1, 'req-x'] })), 'ok', 'the next batch follows without create');
     t.match((await read(other, 'p1', 2))?.record, { head: 3, pending: [] });
     t.same((await read(other, 'p1', 2))?.after, ['u3']);
 
-    t.equal(await record(h.store, 'p-empty', batch(1, [], { open: opening({ kind: 'get', pending: [5] }) })), 'ok', 'an empty first batch');
+    t.equal(await record(h.store, 'p-empty', batch(1, [], { create: creating({ kind: 'get', pending: [5] }) })), 'ok', 'an empty first batch');
     t.match((await read(h.store, 'p-empty'))?.record, { kind: 'get', head: 0, base: 0, attach: 1, pending: [5] }, 'creates it at head 0');
     t.equal(await record(h.store, 'p-empty', batch(1, ['u1'])), 'ok', 'and its first event is still seq 1');
   });
 
-  test('incarnations: one created by open lives for ttlMs, like one opened', async (t, h) => {
-    t.equal(await h.store.recordEvents('s1', 'short', batch(1, ['u1'], { open: opening() }), MANY_POSITIONS, h.shortTtlMs), 'ok');
-    t.equal(await h.store.recordEvents('s1', 'long', batch(1, ['u1'], { open: opening() }), MANY_POSITIONS, LONG_TTL_MS), 'ok');
+  test('incarnations: one created by a batch lives for ttlMs, like one opened', async (t, h) => {
+    t.equal(await h.store.recordEvents('s1', 'short', batch(1, ['u1'], { create: creating() }), MANY_POSITIONS, h.shortTtlMs), 'ok');
+    t.equal(await h.store.recordEvents('s1', 'long', batch(1, ['u1'], { create: creating() }), MANY_POSITIONS, LONG_TTL_MS), 'ok');
     t.not(await read(h.store, 'short'), null, 'recorded at first');
     await tickUntil(t, h, 'incarnation created with a short TTL expires', async () => (await read(h.store, 'short')) === null);
     t.match((await read(h.store, 'long'))?.record, { head: 1 }, 'the one created with a long TTL lives on');
   });
 
-  test('incarnations: a first batch with open retried after it landed is ok and records nothing twice', async (t, h) => {
-    const first = batch(1, ['a', 'b'], { open: opening({ pending: [1, 1, 2] }), responded: [1] });
+  test('incarnations: a first batch with create retried after it landed is ok and records nothing twice', async (t, h) => {
+    const first = batch(1, ['a', 'b'], { create: creating({ pending: [1, 1, 2] }), responded: [1] });
     t.equal(await record(h.store, 'p1', first), 'ok');
     t.equal(await record(h.store, 'p1', first), 'ok', 'a retry');
     let view = await read(h.store, 'p1');
@@ -479,9 +479,9 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
   });
 
   test('incarnations: another first batch with open after one landed is stale and changes nothing', async (t, h) => {
-    t.equal(await record(h.store, 'p1', batch(1, ['a'], { open: opening({ owner: 'first', pending: [1, 2] }) })), 'ok');
+    t.equal(await record(h.store, 'p1', batch(1, ['a'], { create: creating({ owner: 'first', pending: [1, 2] }) })), 'ok');
     const other = await h.peer();
-    const second = batch(1, ['x'], { open: opening({ owner: 'second', kind: 'get', pending: [9] }), responded: [1] });
+    const second = batch(1, ['x'], { create: creating({ owner: 'second', kind: 'get', pending: [9] }), responded: [1] });
     t.equal(await record(other, 'p1', second), 'stale');
     const view = await read(h.store, 'p1');
     t.match(view?.record, { owner: 'first', kind: 'post', head: 1 });
@@ -489,10 +489,10 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(view?.after, ['a']);
   });
 
-  test('incarnations: writers racing to open the same incarnation: exactly one wins', async (t, h) => {
+  test('incarnations: writers racing to create the same incarnation: exactly one wins', async (t, h) => {
     const stores = [h.store, await h.peer(), h.store, await h.peer()];
     const results = await Promise.all(
-      stores.map((store, i) => record(store, 'p1', batch(1, [`w${i}`], { open: opening({ owner: `o${i}` }) }))),
+      stores.map((store, i) => record(store, 'p1', batch(1, [`w${i}`], { create: creating({ owner: `o${i}` }) }))),
     );
     t.equal(results.filter((r) => r === 'ok').length, 1, `one ok (${results.join(', ')})`);
     t.equal(results.filter((r) => r === 'stale').length, stores.length - 1, 'the others are stale');
@@ -502,46 +502,46 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(view?.after, [`w${winner}`], "the winner's batch, alone");
   });
 
-  test('incarnations: open on a recorded incarnation records as without it', async (t, h) => {
+  test('incarnations: create on a recorded incarnation records as without it', async (t, h) => {
     await h.store.openIncarnation(incarnation('p1', { kind: 'post', owner: 'opened', pending: [1, 2] }), LONG_TTL_MS);
-    const open = opening({ owner: 'other', kind: 'get', pending: [9] });
-    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { open, responded: [1] })), 'ok');
+    const create = creating({ owner: 'other', kind: 'get', pending: [9] });
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { create, responded: [1] })), 'ok');
     const view = await read(h.store, 'p1');
     t.match(view?.record, { owner: 'opened', kind: 'post', head: 1, attach: 1 }, 'owner and kind are the recorded ones');
     t.strictSame(view?.record.pending, [2], 'pending is the recorded one, settled as usual');
     t.same(view?.after, ['u1']);
 
     t.equal(await attach(h.store, 'p1'), 2);
-    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { open })), 'stale', 'a batch of a stale attachment, even one that landed');
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { create })), 'stale', 'a batch of a stale attachment, even one that landed');
     t.equal(await record(h.store, 'p1', batch(2, ['u2'], { attach: 2 })), 'ok');
     await h.store.closeIncarnation('s1', 'p1');
-    t.equal(await record(h.store, 'p-closed', batch(1, ['u1'], { open })), 'ok');
+    t.equal(await record(h.store, 'p-closed', batch(1, ['u1'], { create })), 'ok');
     await h.store.closeIncarnation('s1', 'p-closed');
-    t.equal(await record(h.store, 'p-closed', batch(1, ['u1'], { open })), 'stale', 'a closed incarnation is never reopened');
+    t.equal(await record(h.store, 'p-closed', batch(1, ['u1'], { create })), 'stale', 'a closed incarnation is never reopened');
     t.match((await read(h.store, 'p-closed'))?.record, { state: 'closed', head: 1, attach: 1 });
     t.match((await read(h.store, 'p1'))?.record, { state: 'closed', head: 2, attach: 2 }, 'nothing changed');
   });
 
-  test('incarnations: open never changes the current GET', async (t, h) => {
+  test('incarnations: create never changes the current GET', async (t, h) => {
     await bind(h, 's1');
     await h.store.openIncarnation(incarnation('g1', { sessionId: 's1', supersede: true }), LONG_TTL_MS);
-    t.equal(await record(h.store, 'g2', batch(1, ['u1'], { open: opening({ kind: 'get' }) })), 'ok');
-    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { open: opening({ kind: 'post' }) })), 'ok');
-    t.equal((await read(h.store, 'g2'))?.currentGet, 'g1', 'a GET created by open does not supersede');
+    t.equal(await record(h.store, 'g2', batch(1, ['u1'], { create: creating({ kind: 'get' }) })), 'ok');
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { create: creating({ kind: 'post' }) })), 'ok');
+    t.equal((await read(h.store, 'g2'))?.currentGet, 'g1', 'a GET created by a batch does not supersede');
     t.equal((await read(h.store, 'g1'))?.currentGet, 'g1');
 
     await bind(h, 's2');
-    t.equal(await record(h.store, 'g3', batch(1, ['u1'], { open: opening({ kind: 'get' }) }), MANY_POSITIONS, 's2'), 'ok');
+    t.equal(await record(h.store, 'g3', batch(1, ['u1'], { create: creating({ kind: 'get' }) }), MANY_POSITIONS, 's2'), 'ok');
     t.equal((await read(h.store, 'g3', 0, 's2'))?.currentGet, undefined, 'nor becomes the first current GET');
 
-    t.equal(await record(h.store, 'g4', batch(1, ['u1'], { open: opening({ kind: 'get' }) }), MANY_POSITIONS, 'unbound'), 'ok');
+    t.equal(await record(h.store, 'g4', batch(1, ['u1'], { create: creating({ kind: 'get' }) }), MANY_POSITIONS, 'unbound'), 'ok');
     t.match((await read(h.store, 'g4', 0, 'unbound'))?.record, { sessionId: 'unbound', head: 1 }, 'no session needed');
     t.equal(await h.store.touchSession('unbound', LONG_TTL_MS), null, 'and none is created');
   });
 
-  test('incarnations: open with another attach or fromSeq than 1 is refused', async (t, h) => {
+  test('incarnations: create with another attach or fromSeq than 1 is refused', async (t, h) => {
     for (const [attach, fromSeq] of [[2, 1], [1, 2], [2, 2]] as const) {
-      const refused = batch(fromSeq, ['u1'], { attach, open: opening() });
+      const refused = batch(fromSeq, ['u1'], { attach, create: creating() });
       await t.rejects(record(h.store, 'p-new', refused), { name: 'StoreError', op: 'recordEvents' }, `attach ${attach}, fromSeq ${fromSeq}`);
     }
     t.equal(await read(h.store, 'p-new'), null, 'nothing created');
@@ -549,15 +549,15 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     await h.store.openIncarnation(incarnation('p1', { kind: 'post' }), LONG_TTL_MS);
     t.equal(await record(h.store, 'p1', batch(1, ['u1'])), 'ok');
     t.equal(await attach(h.store, 'p1'), 2);
-    await t.rejects(record(h.store, 'p1', batch(2, ['u2'], { attach: 2, open: opening() })), { name: 'StoreError', op: 'recordEvents' });
-    t.match((await read(h.store, 'p1'))?.record, { head: 1 }, 'nothing recorded, though the same batch without open would be');
+    await t.rejects(record(h.store, 'p1', batch(2, ['u2'], { attach: 2, create: creating() })), { name: 'StoreError', op: 'recordEvents' });
+    t.match((await read(h.store, 'p1'))?.record, { head: 1 }, 'nothing recorded, though the same batch without create would be');
     t.equal(await record(h.store, 'p1', batch(2, ['u2'], { attach: 2 })), 'ok');
   });
 
   test('incarnations: a batch with an upstream id holding LF is refused whole; other odd ids are kept exactly', async (t, h) => {
     await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
     await t.rejects(record(h.store, 'g1', batch(1, ['u1', 'a\nb'])), { name: 'StoreError', op: 'recordEvents' });
-    await t.rejects(record(h.store, 'p-new', batch(1, ['a\n'], { open: opening() })), { name: 'StoreError', op: 'recordEvents' });
+    await t.rejects(record(h.store, 'p-new', batch(1, ['a\n'], { create: creating() })), { name: 'StoreError', op: 'recordEvents' });
     t.equal(await read(h.store, 'p-new'), null, 'nothing created');
     t.match((await read(h.store, 'g1'))?.record, { head: 0 }, 'nothing recorded');
     const odd = ['', 'a\rb', ' spaced ', 'ü🚀', '\\n', null, 'x'.repeat(2048), ''];

@@ -128,10 +128,10 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
       return run('recordEvents', async () => {
-        const { open } = batch;
-        if (open !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
+        const { create } = batch;
+        if (create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
           // Only the first batch of the first attachment may create its incarnation.
-          throw new Error('a batch with open must be attach 1 and fromSeq 1');
+          throw new Error('a batch with create must be attach 1 and fromSeq 1');
         }
         const result = await client.gwRecordEvents(
           ...incKeys(sessionId, incarnationId),
@@ -139,7 +139,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
           batch.fromSeq,
           Math.max(1, Math.floor(maxPositions)),
           ttlMs,
-          ...(open === undefined ? ['0', '', '', '', ''] : ['1', sessionId, open.owner, open.kind, JSON.stringify(open.pending)]),
+          ...(create === undefined ? ['0', '', '', '', ''] : ['1', sessionId, create.owner, create.kind, JSON.stringify(create.pending)]),
           batch.responded.length,
           ...batch.responded.map((id) => JSON.stringify(id)),
           batch.upstreamIds.length,

@@ -6,10 +6,10 @@ import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.j
 /**
  * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
  * requests, trims to maxPositions and extends the TTL; first creates the incarnation when asked to
- * open it and it has no record (never superseding: the session key is not among KEYS).
+ * create it and it has no record (never superseding: the session key is not among KEYS).
  * KEYS: incarnation, positions.
- * ARGV: attach, fromSeq, maxPositions, ttlMs, open ('1' or '0'), then sessionId, owner, kind and
- * pending (JSON) of the incarnation to open ('' each when open is '0'), then k, then k responded
+ * ARGV: attach, fromSeq, maxPositions, ttlMs, create ('1' or '0'), then sessionId, owner, kind and
+ * pending (JSON) of the incarnation to create ('' each when create is '0'), then k, then k responded
  * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument.
  *
  * One argument for all the ids, not one each: a batch holds thousands of events when a replica
