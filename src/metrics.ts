@@ -8,6 +8,8 @@ export type Metrics = ReturnType<typeof createMetrics>;
 
 /** Label value for answers the gateway gives itself, without forwarding to any replica. */
 export const NO_REPLICA = 'none';
+/** Reason label value of a resumption that continued: there is nothing to explain. */
+export const NO_REASON = 'none';
 
 export function createMetrics(registry: Registry) {
   const registers = [registry];

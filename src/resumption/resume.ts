@@ -11,7 +11,7 @@ import { isStoreError, type AnswerCode } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
 import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
@@ -85,7 +85,7 @@ export function createResumption(kit: ResumeKit) {
       case 'complete':
         // Everything of that stream was delivered and nothing will follow: an empty answer, on
         // which the SDK client settles instead of reconnecting again.
-        count('continued', 'none');
+        count('continued', NO_REASON);
         return reply.code(204).header(RESUMPTION_HEADER, 'continued').send();
       case 'new_stream':
         return newStream(request, reply, decision, lastEventId);
@@ -173,7 +173,7 @@ export function createResumption(kit: ResumeKit) {
         res,
         replica: replica.id,
         start: () => {
-          count('continued', 'none');
+          count('continued', NO_REASON);
           metrics.countRequest('GET', 200, replica.id);
           res.writeHead(200, headers);
         },
@@ -230,7 +230,7 @@ export function createResumption(kit: ResumeKit) {
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     count('new_stream', reason);
-    metrics.countRequest('GET', 200, 'none');
+    metrics.countRequest('GET', 200, NO_REPLICA);
     if (!reply.sent) reply.hijack();
     res.writeHead(200, {
       'content-type': 'text/event-stream',
