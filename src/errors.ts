@@ -171,12 +171,13 @@ export class GatewayError extends Error {
 /**
  * Every failure of a store operation (unreachable, timed out, script error) surfaces as this.
  *
- * The store-outage policy (CONTRACT.md §7), stated once: whatever needs the store for a decision
- * (binding a new session, routing a session, deciding a resumption, opening a GET stream) catches
- * this error, and only this one, and answers GW_STORE_UNAVAILABLE (503 with Retry-After) at once;
- * any other error is a fault and propagates (500, logged). Nothing is routed or continued by
- * guess. What already ran on a replica is not lost for the store: a POST stream's answer goes on
- * without cursors. Streams already open are not answered anew: their records are sse/pipe.ts's.
+ * How the code applies the store-outage policy (CONTRACT.md §7; the policy itself, for operators:
+ * docs/store-outages.md): whatever needs the store for a decision (binding a new session, routing
+ * a session, deciding a resumption, opening a GET stream) catches this error, and only this one,
+ * and answers GW_STORE_UNAVAILABLE (503 with Retry-After) at once; any other error is a fault and
+ * propagates (500, logged). Nothing is routed or continued by guess. Streams already open, and a
+ * POST stream whose answer is under way, are not answered anew: their records wait for the store
+ * in streams/unrecorded.ts while their events go on.
  */
 export class StoreError extends GatewayError {
   constructor(

@@ -138,7 +138,9 @@ export function createProxy(deps: ProxyDeps) {
           discard(response);
           return answer(request, reply, 'GW_STORE_UNAVAILABLE');
         }
-        // The POST ran on the replica: its answer must reach the client, without cursors.
+        // The POST ran on the replica: its answer must reach the client, without cursors. Only when
+        // no cursor key can be had (no cursor.secret, and the store never answered to agree one):
+        // records themselves wait for the store (streams/unrecorded.ts).
         logger.warn({ replica: replica.id, session: shortId(sessionId) }, 'store unavailable: this POST stream is not resumable');
         attachment = undefined;
         cursors = undefined;
