@@ -70,9 +70,18 @@ export type WireGet =
  * are in, its body read in the background; any other answer is read whole. Both bounded.
  */
 export function wireGet(url: string, headers: Record<string, string>, timeoutMs: number): Promise<WireGet> {
+  return wireOpen(url, { method: 'GET', headers, timeoutMs });
+}
+
+/**
+ * Any request on a fresh connection, answered as wireGet answers: a 200 `text/event-stream` body
+ * (a GET stream, or a POST answered with its own stream) is read as it arrives.
+ */
+export function wireOpen(url: string, options: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number }): Promise<WireGet> {
+  const { method, headers, body, timeoutMs } = options;
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'GET', headers, agent: false });
-    const timer = setTimeout(() => req.destroy(new Error(`GET ${url} was not answered within ${timeoutMs} ms`)), timeoutMs);
+    const req = request(url, { method, headers, agent: false });
+    const timer = setTimeout(() => req.destroy(new Error(`${method} ${url} was not answered within ${timeoutMs} ms`)), timeoutMs);
     req.once('error', (err) => {
       clearTimeout(timer);
       reject(err);
@@ -86,9 +95,9 @@ export function wireGet(url: string, headers: Record<string, string>, timeoutMs:
         return;
       }
       readAll(res).then(
-        (body) => {
+        (text) => {
           clearTimeout(timer);
-          resolve({ kind: 'answer', response: { status, headers: res.headers, body } });
+          resolve({ kind: 'answer', response: { status, headers: res.headers, body: text } });
         },
         (err: unknown) => {
           clearTimeout(timer);
@@ -96,7 +105,7 @@ export function wireGet(url: string, headers: Record<string, string>, timeoutMs:
         },
       );
     });
-    req.end();
+    req.end(body);
   });
 }
 

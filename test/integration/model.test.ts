@@ -18,26 +18,45 @@
  *   - where the owner can prove the continuation (session alive, cursor current, log not trimmed)
  *     the gateway continues rather than signals.
  *
- * Reproducible by seed: every run draws a new seed unless MODEL_SEED sets one; it is printed in the
- * test name and in a comment at the start, and chooses every action. MODEL_STEPS says how many (at
- * least 200 in CI). Outcomes that depend on timing (409 retries, where a fresh stream
- * attaches) can differ between runs; the actions chosen depend only on the seed and on the model's
- * state.
+ * POST streams too: a tool call answered with its own SSE stream is cut after some of its events
+ * (perhaps with its owner killed first, or the owner's log trimmed after), then resumed with a GET
+ * carrying the last cursor received: exactly the rest of its events and its response, or the
+ * signal, -32010 for the call and the end of the stream, never a silent loss.
+ *
+ * The walk is fast-check's model-based runner (fc.commands, fc.asyncModelRun): each step is a
+ * command with a precondition on the model's state and its own random choices, so that a failing
+ * walk shrinks to a short one that still fails. Reproducible by seed: every run draws a new seed
+ * unless MODEL_SEED sets one; it is printed in the test name and in a comment at the start, and
+ * decides the walk. MODEL_STEPS says how many steps are drawn at least (200 or more in CI;
+ * those whose precondition does not hold when their turn comes are skipped). A failure prints the
+ * shrunk walk and how to replay it: the whole walk from MODEL_SEED, or straight the shrunk one with
+ * MODEL_PATH and MODEL_REPLAY as well. Shrinking runs the walks again on the real thing, so it
+ * stops after MODEL_SHRINK_MS (default 300 s) with the shortest failing walk found so far.
+ * Outcomes that depend on timing (409 retries, where a fresh stream attaches) can differ between
+ * runs; the steps drawn depend only on the seed.
  */
 import { randomInt } from 'node:crypto';
+import fc from 'fast-check';
 import t from 'tap';
 import type { Test } from 'tap';
 import { startBalancer, type Balancer } from '../helpers/balancer.js';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { initializeBody, MCP_ACCEPT, PROTOCOL_VERSION, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
-import { parseSseBody, wireGet, wireRequest, type WireEvent, type WireGet, type WireResponse, type WireStream } from '../helpers/model-wire.js';
+import { parseSseBody, wireGet, wireOpen, wireRequest, type WireEvent, type WireGet, type WireResponse, type WireStream } from '../helpers/model-wire.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
 import { bound } from '../helpers/wait.js';
 
 /** A new walk on every run, so that runs together cover more than one; any of them can be replayed. */
-const SEED = process.env['MODEL_SEED'] === undefined ? randomInt(0, 2 ** 32) : Number(process.env['MODEL_SEED']) >>> 0;
+const SEED = process.env['MODEL_SEED'] === undefined ? randomInt(0, 2 ** 31) : Number(process.env['MODEL_SEED']) | 0;
+/** fast-check's path to a shrunk walk and the commands' replay path, both printed with a failure. */
+const PATH = process.env['MODEL_PATH'];
+const REPLAY = process.env['MODEL_REPLAY'];
 const STEPS = Number(process.env['MODEL_STEPS'] ?? 240);
+/** How long shrinking a failing walk may go on (each try runs a walk again on the real thing). */
+const SHRINK_MS = Number(process.env['MODEL_SHRINK_MS'] ?? 300_000);
+/** The walk itself: every wait in it is bounded, this only stops a walk that would never end. */
+const WALK_MS = bound(STEPS * 4_000);
 const CLIENTS = 3;
 /** A debugging aid only: actions to leave out (comma-separated names, e.g. "kill,restart"). */
 const SKIP = new Set((process.env['MODEL_SKIP'] ?? '').split(',').filter(Boolean));
@@ -60,6 +79,14 @@ const CONFLICT_RETRIES = 80;
 const CONFLICT_BACKOFF_MS = 25;
 /** 503 + Retry-After is legitimate while a replica is suspected; retried this often. */
 const UNAVAILABLE_RETRIES = 5;
+/**
+ * A tool call on a POST stream: CALL_EVENTS events CALL_INTERVAL_MS apart, then the response. It is
+ * cut after at most CALL_KEEP_MAX events, so that the owner is still at work when the cut reaches
+ * the gateway (the response, at least 2 intervals later, is never forwarded before the cut).
+ */
+const CALL_EVENTS = 6;
+const CALL_INTERVAL_MS = 100;
+const CALL_KEEP_MAX = 2;
 
 const CURSOR_ALPHABET = /^[A-Za-z0-9._~-]{1,128}$/;
 const REASONS = ['foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
@@ -202,6 +229,8 @@ interface Stats {
   settles: number;
   settlesEndedAtOnce: number;
   spontaneousEnds: number;
+  /** POST streams: resumed and continued, resumed and failed with -32010, answered before the cut. */
+  calls: { continued: number; failed: number; answeredBeforeCut: number };
 }
 
 interface Prediction {
@@ -249,9 +278,12 @@ class Model {
     settles: 0,
     settlesEndedAtOnce: 0,
     spontaneousEnds: 0,
+    calls: { continued: 0, failed: 0, answeredBeforeCut: 0 },
   };
   readonly clients: Client[] = [];
   readonly cursors = new Map<string, CursorInfo>();
+  /** Every cursor delivered on a POST stream. */
+  readonly callCursors = new Set<string>();
   readonly trace: string[] = [];
   readonly routes: Route[];
   #step = 0;
@@ -261,7 +293,8 @@ class Model {
   #rpc = 100;
 
   constructor(
-    readonly rng: Rng,
+    /** Every random choice within a step; each step sets its own (see act). */
+    public rng: Rng,
     readonly replicas: ReplicaModel[],
     readonly gateways: RunningGateway[],
     readonly balancer: Balancer,
@@ -284,8 +317,7 @@ class Model {
   fail(what: string): never {
     const lines = [
       `${what}`,
-      `replay: MODEL_SEED=${SEED} MODEL_STEPS=${STEPS} (step ${this.#step})`,
-      'last actions:',
+      `at step ${this.#step}; last actions:`,
       ...this.trace.map((l) => `  ${l}`),
     ];
     throw new Violation(lines.join('\n'));
@@ -480,6 +512,7 @@ class Model {
     if (!CURSOR_ALPHABET.test(cursor)) this.fail(`${where}: cursor ${JSON.stringify(cursor)} is not opaque ASCII of at most 128 characters (E2)`);
     if (stream.seen.has(cursor)) this.fail(`${where}: cursor ${cursor} delivered twice on one stream`);
     stream.seen.add(cursor);
+    if (this.callCursors.has(cursor)) this.fail(`${where}: cursor ${cursor} was issued before on a POST stream`);
     const known = this.cursors.get(cursor);
 
     if (stream.phase === 'signal') {
@@ -947,96 +980,351 @@ class Model {
     return options.join(' or ');
   }
 
-  // ----- the random walk -----
+  // ----- POST streams -----
 
-  async step(): Promise<void> {
+  /**
+   * A tool call answered with its own SSE stream, cut after some of its events: by the client, at
+   * the balancer, or by killing its owner mid-call; the owner's log perhaps trimmed after the cut.
+   * The client resumes with a GET carrying the last cursor it received, and gets exactly the rest of
+   * the call's events and its response (continued), or the signal, -32010 for the call and the end
+   * of the stream (owner_gone, gap): never a wait for a response that will not come.
+   */
+  async call(client: Client): Promise<void> {
+    const session = client.session;
+    const { rng } = this;
+    const route = this.route();
+    const keep = rng.int(1, CALL_KEEP_MAX);
+    const roll = rng.next();
+    const fault = roll < 0.2 && this.replicas.filter((r) => r.up).length >= 2 ? 'kill' : roll < 0.4 ? 'trim' : undefined;
+    const byBalancer = route.pin !== undefined && rng.chance(0.5);
+    const rpc = ++this.#rpc;
+    const what = `call ${client.name}/${session.label} via ${route.name}`;
+    const opened = await wireOpen(this.target(route), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, ...this.headers(session) },
+      body: toolCallBody('emit', { count: CALL_EVENTS, intervalMs: CALL_INTERVAL_MS, stream: 'request' }, rpc),
+      timeoutMs: REQUEST_MS,
+    });
+    if (opened.kind === 'answer') {
+      const { response } = opened;
+      this.note(`${what}: ${response.status}`);
+      if (response.status !== 404) this.fail(`${what} answered ${response.status} ${response.body.slice(0, 300)}`);
+      this.expectNotFound(response, session, what);
+      this.stats.notFound++;
+      client.notFound = true;
+      return;
+    }
+    const conn = opened.stream;
+    if (this.isLost(session)) {
+      conn.close();
+      this.fail(`${what}: a stream although the owner was killed`);
+    }
+    await conn.until(() => conn.events.length >= keep || conn.ended, EVENTS_MS);
+    if (fault === 'kill') {
+      await this.kill(session.replica);
+      if (!(await conn.until(() => conn.ended, END_MS))) this.fail(`${what}: its stream did not end within ${END_MS} ms after its replica was killed`);
+    } else if (byBalancer) {
+      await this.cutAll();
+      if (!(await conn.until(() => conn.ended, END_MS))) this.fail(`${what}: its stream survived the balancer's cut`);
+    } else {
+      conn.close();
+    }
+    const seen = new Set<string>();
+    let next = 1;
+    for (const event of conn.events) {
+      if (this.callEvent(`${what} before the cut`, event, rpc, seen, next) === 'response') {
+        this.note(`${what}: answered before the cut`);
+        this.stats.calls.answeredBeforeCut++;
+        return;
+      }
+      next++;
+    }
+    if (next === 1) this.fail(`${what}: its stream ended before its first event`);
+    const cursor = conn.events[conn.events.length - 1]!.id!;
+    this.note(`${what}: ${fault === 'kill' ? 'owner killed' : byBalancer ? 'cut at the balancer' : 'dropped'} after ${next - 1} of ${CALL_EVENTS} events`);
+    if (fault === 'trim') await this.trim(session.replica);
+
+    const expected = this.isLost(session) ? 'owner_gone' : fault === 'trim' ? 'gap' : 'continued';
+    const again = this.route();
+    const how = `resumption of ${what}, through ${again.name} (expected ${expected})`;
+    const resumed = await this.openResumption(again, session, cursor, how);
+    if (resumed.kind === 'answer') this.fail(`${how}: ${resumed.response.status} ${resumed.response.body.slice(0, 300)}`);
+    const stream = resumed.stream;
+    const resumption = resumed.headers['mcp-resumption'];
+    const reason = resumed.headers['mcp-resumption-reason'];
+    if (expected === 'continued') {
+      if (resumption !== 'continued' || reason !== undefined) {
+        stream.close();
+        this.fail(`${how}: Mcp-Resumption ${String(resumption)}, reason ${String(reason)}`);
+      }
+      // The rest of the call's events, then its response (after which the stream may stay open).
+      const answered = (): boolean => stream.events.some((e) => callMessage(e)?.id === rpc);
+      await stream.until(() => stream.ended || answered(), bound(CALL_EVENTS * CALL_INTERVAL_MS));
+      stream.close();
+      for (const event of stream.events) {
+        if (this.callEvent(how, event, rpc, seen, next) === 'response') break;
+        next++;
+      }
+      if (!answered()) this.fail(`${how}: continued, but the response did not arrive (events up to seq ${next - 1})`);
+      this.note(`${how}: continued, ${CALL_EVENTS - (conn.events.length)} events and the response`);
+      this.stats.continued++;
+      this.stats.calls.continued++;
+      return;
+    }
+    if (resumption !== 'new-stream' || reason !== expected) {
+      stream.close();
+      this.fail(`${how}: Mcp-Resumption ${String(resumption)}, reason ${String(reason)}`);
+    }
+    if (!(await stream.until(() => stream.ended, END_MS))) {
+      stream.close();
+      this.fail(`${how}: the stream did not end after the signal (events: ${JSON.stringify(stream.events.map((e) => e.data))})`);
+    }
+    const [signal, failed, ...more] = stream.events;
+    const notification = signal && callMessage(signal);
+    const params = notification?.params as { resumed?: unknown; reason?: unknown; lastEventId?: unknown } | undefined;
+    if (notification?.method !== 'notifications/gateway/stream_reset' || params?.resumed !== false || params.reason !== expected || params.lastEventId !== cursor) {
+      this.fail(`${how}: the first event is not its stream_reset notification: ${JSON.stringify(signal)}`);
+    }
+    const error = failed && callMessage(failed);
+    if (
+      error?.id !== rpc ||
+      JSON.stringify(error.error) !== JSON.stringify({ code: -32010, message: "Stream not resumable; the request's outcome is unknown", data: { resumed: false, reason: expected } })
+    ) {
+      this.fail(`${how}: the second event is not -32010 for request ${rpc}: ${JSON.stringify(failed)}`);
+    }
+    if (more.length > 0) this.fail(`${how}: events after -32010: ${JSON.stringify(more)}`);
+    for (const event of [signal!, failed!]) if (event.id !== undefined) this.newCursor(how, event.id, seen);
+    this.note(`${how}: new-stream ${expected}, -32010, ended`);
+    this.stats.newStream[expected] = (this.stats.newStream[expected] ?? 0) + 1;
+    this.stats.calls.failed++;
+  }
+
+  /** An event of a call's stream: emit notification number `seq`, or the call's response. */
+  callEvent(where: string, event: WireEvent, rpc: number, seen: Set<string>, seq: number): 'event' | 'response' {
+    if (event.id === undefined) this.fail(`${where}: an event without a cursor: ${JSON.stringify(event)}`);
+    this.newCursor(where, event.id, seen);
+    const message = callMessage(event);
+    if (message?.id === rpc) {
+      const text = (message.result as { content?: { text?: string }[] } | undefined)?.content?.[0]?.text;
+      if (seq !== CALL_EVENTS + 1 || text !== `emitted ${CALL_EVENTS} on request stream`) {
+        this.fail(`${where}: the response ${JSON.stringify(message)} after ${seq - 1} of ${CALL_EVENTS} events`);
+      }
+      return 'response';
+    }
+    const payload = emitPayload(event.data);
+    if (payload?.seq !== seq) this.fail(`${where}: expected the call's event seq ${seq} next, got ${JSON.stringify(event)}`);
+    return 'event';
+  }
+
+  /** A cursor seen for the first time: well-formed, and never issued before for anything else. */
+  newCursor(where: string, cursor: string, seen: Set<string>): void {
+    if (!CURSOR_ALPHABET.test(cursor)) this.fail(`${where}: cursor ${JSON.stringify(cursor)} is not opaque ASCII of at most 128 characters (E2)`);
+    if (seen.has(cursor) || this.callCursors.has(cursor) || this.cursors.has(cursor)) this.fail(`${where}: cursor ${cursor} issued twice`);
+    seen.add(cursor);
+    this.callCursors.add(cursor);
+  }
+
+  /** A GET with Last-Event-ID, retried while the owner is suspected (503 with Retry-After). */
+  async openResumption(route: Route, session: Session, cursor: string, what: string): Promise<WireGet> {
+    for (let attempt = 1; ; attempt++) {
+      const opened = await wireGet(this.target(route), this.headers(session, { accept: 'text/event-stream', 'last-event-id': cursor }), REQUEST_MS);
+      if (opened.kind === 'answer') this.expectNoServerError(opened.response, what);
+      if (opened.kind === 'answer' && opened.response.status === 503 && attempt < UNAVAILABLE_RETRIES) {
+        this.stats.unavailable++;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+        continue;
+      }
+      return opened;
+    }
+  }
+
+  // ----- the walk's steps -----
+
+  /** Whether `client` can take a step of `kind` now: fast-check skips a step whose precondition fails. */
+  applicable(kind: Kind, client: Client): boolean {
+    if (SKIP.has(kind)) return false;
+    const open = client.stream !== undefined && !client.stream.conn.ended;
+    const up = this.replicas.filter((r) => r.up).length;
+    switch (kind) {
+      case 'emitCut':
+        return open && client.stream?.phase === 'exact' && !this.isLost(client.session);
+      case 'resume':
+      case 'forged':
+        return client.lastCursor !== undefined;
+      case 'abort':
+        return open;
+      case 'stale':
+        return client.history.length > 1;
+      case 'cross':
+        return this.clients.some((c) => c !== client && c.history.length > 0);
+      case 'kill':
+        return up >= 2;
+      case 'restart':
+        return up < this.replicas.length;
+      case 'trim':
+        return up > 0;
+      default:
+        return true;
+    }
+  }
+
+  /** One step of the walk; `choice` seeds every random choice within it. */
+  async act(kind: Kind, client: Client, choice: number): Promise<void> {
+    this.rng = prng(choice);
     this.#step++;
     this.stats.steps++;
-    const { rng } = this;
-    const client = rng.pick(this.clients);
-    const up = this.replicas.filter((r) => r.up);
-    const down = this.replicas.filter((r) => !r.up);
-    const others = this.clients.filter((c) => c !== client && c.history.length > 0);
-    const actions: [string, number][] = [
-      ['emit', 30],
-      ['emitCut', client.stream && !client.stream.conn.ended && client.stream.phase === 'exact' && !this.isLost(client.session) ? 8 : 0],
-      ['resume', client.lastCursor ? 22 : 0],
-      ['plain', 8],
-      ['abort', client.stream && !client.stream.conn.ended ? 6 : 0],
-      ['stale', client.history.length > 1 ? 6 : 0],
-      ['cross', others.length > 0 ? 2 : 0],
-      ['forged', client.lastCursor ? 1 : 0],
-      ['cut', 5],
-      ['kill', up.length >= 2 ? 3 : 0],
-      ['restart', down.length > 0 ? 6 : 0],
-      ['trim', up.length > 0 ? 4 : 0],
-      ['renew', client.notFound ? 40 : 2],
-    ];
-    for (const entry of actions) if (SKIP.has(entry[0])) entry[1] = 0;
-    const total = actions.reduce((sum, [, w]) => sum + w, 0);
-    let roll = rng.next() * total;
-    let action = 'emit';
-    for (const [name, weight] of actions) {
-      if (roll < weight) {
-        action = name;
-        break;
-      }
-      roll -= weight;
-    }
-    this.stats.actions[action] = (this.stats.actions[action] ?? 0) + 1;
+    this.stats.actions[kind] = (this.stats.actions[kind] ?? 0) + 1;
     const began = performance.now();
+    try {
+      await this.#act(kind, client);
+      // A client whose session is gone starts a new one, as an MCP client does after a 404.
+      for (const c of this.clients) {
+        if (!c.notFound) continue;
+        await this.renew(c);
+        if (this.rng.chance(0.7)) await this.plainGet(c);
+      }
+      // Nothing may arrive that the model did not expect, on any client.
+      for (const c of this.clients) this.drain(c);
+    } catch (err) {
+      // A request that failed or hung is a failure of the walk too, reported with its last actions.
+      if (err instanceof Violation) throw err;
+      this.fail(`${kind} on ${client.name}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    this.stats.actionMs[kind] = Math.round((this.stats.actionMs[kind] ?? 0) + performance.now() - began);
+  }
 
-    switch (action) {
+  async #act(kind: Kind, client: Client): Promise<void> {
+    const { rng } = this;
+    const up = this.replicas.filter((r) => r.up);
+    switch (kind) {
       case 'emit':
         if (await this.emit(client, rng.int(1, 6))) await this.checkpoint(client);
-        break;
+        return;
       case 'emitCut':
-        await this.emitCut(client);
-        break;
+        return this.emitCut(client);
       case 'resume':
-        await this.resume(client, client.lastCursor!, 'resume');
-        break;
+        return this.resume(client, client.lastCursor!, 'resume');
       case 'plain':
-        await this.plainGet(client);
-        break;
+        return this.plainGet(client);
       case 'abort':
         this.closeStream(client);
         await client.stream!.conn.until(() => client.stream!.conn.ended, END_MS);
         this.note(`${client.name} dropped stream #${client.stream!.no}`);
-        break;
+        return;
       case 'stale':
-        await this.resume(client, rng.pick(client.history.slice(0, -1)), 'stale');
-        break;
-      case 'cross':
-        await this.resume(client, rng.pick(rng.pick(others).history), 'cross');
-        break;
+        return this.resume(client, rng.pick(client.history.slice(0, -1)), 'stale');
+      case 'cross': {
+        const others = this.clients.filter((c) => c !== client && c.history.length > 0);
+        return this.resume(client, rng.pick(rng.pick(others).history), 'cross');
+      }
       case 'forged': {
         const real = client.lastCursor!;
         const at = rng.int(0, real.length - 1);
         const swapped = real[at] === 'A' ? 'B' : 'A';
-        await this.resume(client, real.slice(0, at) + swapped + real.slice(at + 1), 'forged', true);
-        break;
+        return this.resume(client, real.slice(0, at) + swapped + real.slice(at + 1), 'forged', true);
       }
       case 'cut':
-        await this.cutAll();
-        break;
+        return this.cutAll();
       case 'kill':
-        await this.kill(rng.pick(up));
-        break;
+        return this.kill(rng.pick(up));
       case 'restart':
-        await this.restart(rng.pick(down));
-        break;
+        return this.restart(rng.pick(this.replicas.filter((r) => !r.up)));
       case 'trim':
-        await this.trim(rng.pick(up));
-        break;
+        return this.trim(rng.pick(up));
       case 'renew':
         await this.renew(client);
         if (rng.chance(0.7)) await this.plainGet(client);
-        break;
+        return;
+      case 'call':
+        return this.call(client);
     }
-    // Nothing may arrive that the model did not expect, on any client.
-    for (const c of this.clients) this.drain(c);
-    this.stats.actionMs[action] = Math.round((this.stats.actionMs[action] ?? 0) + performance.now() - began);
+  }
+}
+
+/** The JSON-RPC message in an event's data, if it holds one. */
+function callMessage(event: WireEvent): { id?: unknown; method?: string; params?: unknown; result?: unknown; error?: unknown } | undefined {
+  try {
+    const message = JSON.parse(event.data ?? '') as unknown;
+    return typeof message === 'object' && message !== null ? (message as ReturnType<typeof callMessage>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The steps of the walk and how often each is drawn. */
+const WEIGHTS = {
+  emit: 30,
+  emitCut: 8,
+  resume: 22,
+  plain: 8,
+  abort: 6,
+  stale: 6,
+  cross: 2,
+  forged: 1,
+  cut: 5,
+  kill: 3,
+  restart: 6,
+  trim: 4,
+  renew: 2,
+  call: 8,
+} as const;
+type Kind = keyof typeof WEIGHTS;
+
+/** One step: its kind, the client that takes it, and the seed of its random choices. */
+class Step implements fc.AsyncCommand<Model, Model> {
+  constructor(
+    readonly kind: Kind,
+    readonly client: number,
+    readonly choice: number,
+  ) {}
+
+  check(model: Readonly<Model>): boolean {
+    return model.applicable(this.kind, model.clients[this.client]!);
+  }
+
+  run(model: Model): Promise<void> {
+    return model.act(this.kind, model.clients[this.client]!, this.choice);
+  }
+
+  toString(): string {
+    return `${this.kind}(c${this.client + 1}#${this.choice})`;
+  }
+}
+
+const steps = fc.oneof(
+  ...Object.entries(WEIGHTS).map(([kind, weight]) => ({
+    weight,
+    arbitrary: fc.tuple(fc.nat(CLIENTS - 1), fc.nat()).map(([client, choice]) => new Step(kind as Kind, client, choice)),
+  })),
+);
+
+/**
+ * Walks of at least `min` steps. fc.commands draws a walk's length uniformly from 0 up, mostly too
+ * short for a walk through a real fleet; shrinking is fc.commands' own, down to any length.
+ */
+class LongWalks<T> extends fc.Arbitrary<Iterable<T>> {
+  constructor(
+    private readonly walks: fc.Arbitrary<Iterable<T>>,
+    private readonly min: number,
+  ) {
+    super();
+  }
+
+  generate(mrng: fc.Random, biasFactor: number | undefined): fc.Value<Iterable<T>> {
+    for (;;) {
+      const walk = this.walks.generate(mrng, biasFactor);
+      // value_, not value: reading value would leave fast-check a clone to run, and shrinking
+      // goes by which of the original steps ran.
+      if ([...walk.value_].length >= this.min) return walk;
+    }
+  }
+
+  canShrinkWithoutContext(value: unknown): value is Iterable<T> {
+    return this.walks.canShrinkWithoutContext(value);
+  }
+
+  shrink(value: Iterable<T>, context: unknown): fc.Stream<fc.Value<Iterable<T>>> {
+    return this.walks.shrink(value, context);
   }
 }
 
@@ -1045,8 +1333,12 @@ async function resumptionMetrics(gateways: RunningGateway[], labels: Record<stri
   return values.reduce((a, b) => a + b, 0);
 }
 
-t.test(`model-based resumption walk, MODEL_SEED=${SEED}, ${STEPS} steps`, async (t: Test) => {
-  t.comment(`replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${SKIP.size > 0 ? ` MODEL_SKIP=${[...SKIP].join(',')}` : ''}`);
+// The walk, and on a failure the shrinking, with the fleet's start and end around them.
+t.setTimeout(WALK_MS + SHRINK_MS + bound(60_000));
+
+t.test(`model-based resumption walk, MODEL_SEED=${SEED}, at least ${STEPS} steps`, async (t: Test) => {
+  const replayed = [PATH === undefined ? '' : ` MODEL_PATH=${PATH}`, REPLAY === undefined ? '' : ` MODEL_REPLAY=${REPLAY}`].join('');
+  t.comment(`replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed}${SKIP.size > 0 ? ` MODEL_SKIP=${[...SKIP].join(',')}` : ''}`);
   const started = performance.now();
   const redis = await startRedisServer(t);
   const processes = await spawnReplicas(t, 3);
@@ -1058,29 +1350,65 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED}, ${STEPS} steps`, async 
   };
   const gateways = [await startGateway(t, config), await startGateway(t, config)];
   const balancer = await startBalancer(t, gateways.map((g) => g.url));
-  const replicas: ReplicaModel[] = processes.map((proc) => ({ id: proc.id, proc, up: true, generation: 0, trims: 0 }));
-  const model = new Model(prng(SEED), replicas, gateways, balancer);
+
+  // Every walk (shrinking runs many) starts from the whole fleet: the last walk's streams closed,
+  // its killed replicas running again, and new sessions.
+  let model: Model | undefined;
+  const setup = async (): Promise<{ model: Model; real: Model }> => {
+    for (const client of model?.clients ?? []) client.stream?.conn.close();
+    for (const replica of model?.replicas ?? []) if (!replica.up) await replica.proc.restart();
+    const replicas: ReplicaModel[] = processes.map((proc) => ({ id: proc.id, proc, up: true, generation: 0, trims: 0 }));
+    model = new Model(prng(SEED), replicas, gateways, balancer);
+    for (let i = 1; i <= CLIENTS; i++) {
+      const client = await model.addClient(`c${i}`);
+      await model.plainGet(client);
+    }
+    return { model, real: model };
+  };
   t.teardown(() => {
-    for (const client of model.clients) client.stream?.conn.close();
+    for (const client of model?.clients ?? []) client.stream?.conn.close();
   });
 
-  for (let i = 1; i <= CLIENTS; i++) {
-    const client = await model.addClient(`c${i}`);
-    await model.plainGet(client);
-  }
-  try {
-    for (let i = 0; i < STEPS; i++) await model.step();
-  } catch (err) {
-    if (err instanceof Violation) {
-      t.comment(JSON.stringify(model.stats));
-      t.fail(`${err.message} (replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS})`);
-      return;
+  const walks = new LongWalks(fc.commands([steps], { maxCommands: Math.ceil(STEPS * 1.25), size: 'max', ...(REPLAY === undefined ? {} : { replayPath: REPLAY }) }), STEPS);
+  let failedAt: number | undefined;
+  let walksRun = 0;
+  const property = fc.asyncProperty(walks, async (walk) => {
+    // Once shrinking has had its time, every further try passes at once: the shortest failing walk
+    // found so far is the answer.
+    if (failedAt !== undefined && performance.now() - failedAt > SHRINK_MS) return;
+    walksRun++;
+    try {
+      await fc.asyncModelRun(setup, walk);
+    } catch (err) {
+      failedAt ??= performance.now();
+      throw err;
     }
-    throw err;
+  });
+  const details = await fc.check(property, {
+    seed: SEED,
+    numRuns: 1,
+    endOnFailure: false,
+    interruptAfterTimeLimit: WALK_MS + SHRINK_MS,
+    ...(PATH === undefined ? {} : { path: PATH }),
+  });
+  if (details.failed) {
+    const walk = details.counterexample === null ? '' : String(details.counterexample[0]);
+    const replayPath = /replayPath="([^"]*)"/.exec(walk)?.[1];
+    const shrunk = walk.replace(/\s*\/\*.*\*\/\s*$/s, '').split(',').filter(Boolean);
+    const error = details.errorInstance;
+    const message = error instanceof Error ? error.message : details.interrupted ? `the walk did not end within ${WALK_MS} ms` : String(error);
+    const [what = '', ...trace] = message.split('\n');
+    t.fail(`${what} (replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS})`, {
+      trace,
+      shortest: `${shrunk.length} steps (${details.numShrinks} shrinks, ${walksRun} walks run): ${shrunk.join(' ')}`,
+      replayWalk: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}`,
+      replayShortest: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS} MODEL_PATH=${String(details.counterexamplePath)} MODEL_REPLAY=${String(replayPath)}`,
+    });
+    return;
   }
 
   const seconds = Math.round((performance.now() - started) / 100) / 10;
-  const { stats } = model;
+  const { stats } = model!;
   t.comment(`seed ${SEED}: ${stats.steps} steps in ${seconds} s`);
   t.comment(`actions ${JSON.stringify(stats.actions)}`);
   t.comment(`ms per action kind ${JSON.stringify(stats.actionMs)}`);
@@ -1092,9 +1420,10 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED}, ${STEPS} steps`, async 
     `events emitted ${stats.eventsEmitted}, delivered ${stats.eventsDelivered} (replays ${stats.replayed}), ` +
       `fresh streams after a signal ${stats.settles} (ended at once ${stats.settlesEndedAtOnce}), probe events lost before the fresh stream attached ${stats.probesLost}`,
   );
-  t.ok(stats.steps >= 200 || STEPS < 200, `${stats.steps} steps`);
+  t.comment(`POST streams cut and resumed: ${JSON.stringify(stats.calls)}`);
   t.ok(stats.continued > 0, 'the walk continued streams');
   t.ok(Object.keys(stats.newStream).length > 0, 'the walk drew new-stream signals');
+  t.ok(stats.calls.continued + stats.calls.failed > 0, 'the walk resumed POST streams');
 
   // What the gateways counted (§6) is what the clients saw.
   t.equal(await resumptionMetrics(gateways, { outcome: 'continued', reason: 'none' }), stats.continued + stats.complete, 'continued resumptions, as counted by the gateways');
