@@ -9,20 +9,26 @@ import { operations, redisHarness, storeContract } from './contract.js';
 const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
 const COMMAND_TIMEOUT_MS = 250;
+/**
+ * The contract is about what the store does, not how fast: its stores get timeouts far above an
+ * event-loop stall of a loaded machine (a new connection's first command waits for it to be ready
+ * for up to one command timeout). The fault tests below keep the short ones they measure against.
+ */
+const CONTRACT_TIMEOUT_MS = 5_000;
 
-function makeStore(cluster: RedisCluster): Store {
+function makeStore(cluster: RedisCluster, timeoutMs?: number): Store {
   return createRedisStore({
     url: 'redis://unused.invalid:6379',
     cluster: { nodes: cluster.urls },
     keyPrefix: KEY_PREFIX,
-    connectTimeoutMs: CONNECT_TIMEOUT_MS,
-    commandTimeoutMs: COMMAND_TIMEOUT_MS,
+    connectTimeoutMs: timeoutMs ?? CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: timeoutMs ?? COMMAND_TIMEOUT_MS,
   });
 }
 
 const cluster = await startRedisCluster(t);
 
-storeContract(t, 'redis cluster', redisHarness(() => cluster.flushall(), () => makeStore(cluster)));
+storeContract(t, 'redis cluster', redisHarness(() => cluster.flushall(), () => makeStore(cluster, CONTRACT_TIMEOUT_MS)));
 
 t.test('redis cluster: sessions spread over every master, and every script runs on one of them', async (t) => {
   // A script whose keys were in two slots would fail with CROSSSLOT on the node it was sent to;

@@ -11,6 +11,12 @@ const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
 const COMMAND_TIMEOUT_MS = 250;
 /**
+ * The contract is about what the store does, not how fast: its stores get timeouts far above an
+ * event-loop stall of a loaded machine (a new connection's first command waits for it to be ready
+ * for up to one command timeout). The fault tests below keep the short ones they measure against.
+ */
+const CONTRACT_TIMEOUT_MS = 5_000;
+/**
  * An operation waits for a connection attempt in flight (one command timeout), then runs (another);
  * what is more is a hang, with room for a loaded machine.
  */
@@ -18,20 +24,20 @@ const FAIL_FAST_MS = bound(2 * COMMAND_TIMEOUT_MS);
 /** Bounds the wait for service after a failover; a limit on failure, not an expected duration. */
 const RECOVERY_DEADLINE_MS = bound(20_000);
 
-function makeStore(setup: RedisSentinel): Store {
+function makeStore(setup: RedisSentinel, timeoutMs?: number): Store {
   return createRedisStore({
     // Only the master's credentials would come from here; the sentinels give its address.
     url: 'redis://unused.invalid:6379',
     sentinel: { nodes: setup.sentinelUrls, name: setup.name },
     keyPrefix: KEY_PREFIX,
-    connectTimeoutMs: CONNECT_TIMEOUT_MS,
-    commandTimeoutMs: COMMAND_TIMEOUT_MS,
+    connectTimeoutMs: timeoutMs ?? CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: timeoutMs ?? COMMAND_TIMEOUT_MS,
   });
 }
 
 const setup = await startRedisSentinel(t);
 
-storeContract(t, 'redis sentinel', redisHarness(() => setup.flushall(), () => makeStore(setup)));
+storeContract(t, 'redis sentinel', redisHarness(() => setup.flushall(), () => makeStore(setup, CONTRACT_TIMEOUT_MS)));
 
 t.test('redis sentinel: a forced failover fails operations fast, then service resumes on the new master with the data', async (t) => {
   await setup.flushall();
