@@ -9,9 +9,10 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from './config/schema.js';
-import { answerFor, sendAnswer } from './routing/answers.js';
+import type { Answering } from './routing/answers.js';
+import type { RequestLog } from './routing/request-log.js';
 import { headerValue } from './headers.js';
-import { NO_REPLICA, type Metrics } from './metrics.js';
+import { NO_REPLICA } from './metrics.js';
 
 const ALLOW_METHODS = 'GET, POST, DELETE';
 
@@ -43,15 +44,13 @@ const PREFLIGHT_MAX_AGE_SECONDS = '600';
 /** A header name as RFC 9110 §5.6.2 defines a token; anything else in a request list is ignored. */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 
-export function createOriginPolicy(deps: { config: () => Config; metrics: Metrics }) {
+export function createOriginPolicy(deps: { config: () => Config; requests: RequestLog; answer: Answering }) {
   return async function originPolicy(request: FastifyRequest, reply: FastifyReply) {
     const origin = headerValue(request.headers, 'origin');
     const allowed = deps.config().security.allowedOrigins;
     const granted = origin !== undefined && allowed !== undefined && allowed.includes(origin);
     if (origin !== undefined && allowed !== undefined && !granted) {
-      const answer = answerFor('GW_ORIGIN_FORBIDDEN', { retryAfterSeconds: deps.config().upstream.retryAfterSeconds });
-      deps.metrics.countRequest(request.method, answer.status, NO_REPLICA);
-      return sendAnswer(reply, answer);
+      return deps.answer(request, reply, 'GW_ORIGIN_FORBIDDEN');
     }
     if (granted) {
       // Set on the raw response: every answer merges them in, the gateway's own, a replica's
@@ -63,7 +62,7 @@ export function createOriginPolicy(deps: { config: () => Config; metrics: Metric
     }
     if (request.method !== 'OPTIONS') return;
     // MCP gives OPTIONS no meaning: the gateway answers it, preflight or not.
-    deps.metrics.countRequest('OPTIONS', 204, NO_REPLICA);
+    deps.requests.answered(request, { status: 204, replica: NO_REPLICA });
     reply.code(204).header('allow', `${ALLOW_METHODS}, OPTIONS`);
     if (granted) {
       reply.headers({
@@ -72,7 +71,9 @@ export function createOriginPolicy(deps: { config: () => Config; metrics: Metric
         'access-control-max-age': PREFLIGHT_MAX_AGE_SECONDS,
       });
     }
-    return reply.send();
+    void reply.send();
+    deps.requests.ended(request, reply, 'answered');
+    return reply;
   };
 }
 

@@ -67,6 +67,15 @@ export function requestHeadersForReplica(
 }
 
 /**
+ * Response headers that stay between the replicas and the gateway: the instance header
+ * (health.instanceHeader) names a replica's process, which is nothing a client should see.
+ */
+export function replicaOnlyHeaders(config: { health: { instanceHeader?: string | undefined } }): readonly string[] {
+  const name = config.health.instanceHeader;
+  return name === undefined ? [] : [name.toLowerCase()];
+}
+
+/**
  * Headers for the response to the client. A replica's `Access-Control-*` headers stay behind: the
  * gateway alone grants browsers access (cors.ts).
  */

@@ -6,19 +6,20 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from './config/schema.js';
-import { describe, isStoreError, type AnswerCode } from './errors.js';
+import { describe, isStoreError } from './errors.js';
 import type { Fleet } from './fleet/index.js';
-import { headerValue, LAST_EVENT_ID, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
+import { headerValue, LAST_EVENT_ID, replicaOnlyHeaders, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
 import { requestIds } from './jsonrpc.js';
 import type { Logger } from './logger.js';
-import { NO_REPLICA, type Metrics } from './metrics.js';
+import type { Metrics } from './metrics.js';
 import { RecentIds } from './recent-ids.js';
 import { relay } from './relay.js';
 import type { CursorTarget } from './sse/rewriter.js';
 import type { Attachment, SseStreams } from './streams.js';
 import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
-import { answerFor, sendAnswer, type AnswerOptions } from './routing/answers.js';
+import type { Answering } from './routing/answers.js';
+import { shortId, type RequestLog } from './routing/request-log.js';
 import type { SessionRecord, Store } from './store/types.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, UpstreamAbort, type UpstreamResponse, type Upstreams } from './upstream.js';
 
@@ -34,6 +35,10 @@ export interface ProxyDeps {
   logger: Logger;
   streams: SseStreams;
   keys: CursorKeys;
+  /** Counts each answer and writes its one log line. */
+  requests: RequestLog;
+  /** The gateway's own answers. */
+  answer: Answering;
 }
 
 /** What the gateway adds to a forwarded request and its response. */
@@ -46,14 +51,7 @@ interface Forwarding {
 }
 
 export function createProxy(deps: ProxyDeps) {
-  const { store, fleet, upstreams, metrics, logger, streams } = deps;
-
-  /** One of the gateway's own answers, counted; on a hijacked reply too. */
-  function answer(request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options: Omit<AnswerOptions, 'retryAfterSeconds'> = {}) {
-    const built = answerFor(code, { ...options, retryAfterSeconds: deps.config().upstream.retryAfterSeconds });
-    metrics.countRequest(request.method, built.status, NO_REPLICA);
-    return sendAnswer(reply, built);
-  }
+  const { store, fleet, upstreams, metrics, logger, streams, requests, answer } = deps;
 
   // Requests of a session in flight when its owner went each find it lost: one line says so.
   const lostLogged = new RecentIds(LOST_SESSIONS_REMEMBERED);
@@ -100,19 +98,19 @@ export function createProxy(deps: ProxyDeps) {
     const { replica, sessionId } = forwarding;
     const res = reply.raw;
     const sse = isEventStream(response);
-    const headers = responseHeadersForClient(response.headers);
+    const headers = responseHeadersForClient(response.headers, replicaOnlyHeaders(deps.config()));
     Object.assign(headers, forwarding.responseHeaders);
     // Counted where the marked answer leaves: a request never forwarded (404, 503) is not stripped.
-    if (forwarding.responseHeaders['mcp-resumption'] === 'stripped') metrics.resumptions.inc({ outcome: 'stripped', reason: 'post_request' });
+    if (forwarding.responseHeaders['mcp-resumption'] === 'stripped') requests.resumption(request, 'stripped', 'post_request');
     if (!sse) {
-      metrics.countRequest(request.method, response.statusCode, replica.id);
+      requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
       reply.hijack();
       res.once('close', () => {
         if (!res.writableFinished) abort.abort();
       });
       res.writeHead(response.statusCode, headers);
       const stream = relay(response.body, res);
-      void stream.done.then((how) => logDone(request, forwarding, response.statusCode, how));
+      void stream.done.then((how) => requests.ended(request, reply, how));
       return;
     }
 
@@ -146,7 +144,7 @@ export function createProxy(deps: ProxyDeps) {
         cursors = undefined;
       }
     }
-    metrics.countRequest(request.method, response.statusCode, replica.id);
+    requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
     reply.hijack();
     res.once('close', () => {
       if (!res.writableFinished) abort.abort();
@@ -158,22 +156,7 @@ export function createProxy(deps: ProxyDeps) {
       res.writeHead(response.statusCode, headers);
     };
     const how = await streams.pipe({ body: response.body, res, replica: replica.id, start }, rewriter, attachment);
-    logDone(request, forwarding, response.statusCode, how);
-  }
-
-  function logDone(request: FastifyRequest, forwarding: Forwarding, status: number, how: string) {
-    if (!logger.isLevelEnabled('info')) return;
-    logger.info(
-      {
-        method: request.method,
-        status,
-        replica: forwarding.replica.id,
-        session: forwarding.sessionId && shortId(forwarding.sessionId),
-        ms: Math.round(performance.now() - (request as FastifyRequest & { startedAt: number }).startedAt),
-        end: how,
-      },
-      'request',
-    );
+    requests.ended(request, reply, how);
   }
 
   /**
@@ -307,6 +290,7 @@ export function createProxy(deps: ProxyDeps) {
     streams,
     metrics,
     logger,
+    requests,
     send: (request, replica, extra, signal) =>
       send(request, { replica, dropRequestHeaders: [LAST_EVENT_ID], addRequestHeaders: extra, responseHeaders: {}, sessionId: undefined }, signal),
     answer,
@@ -314,7 +298,6 @@ export function createProxy(deps: ProxyDeps) {
   });
 
   return async function proxy(request: FastifyRequest, reply: FastifyReply) {
-    (request as FastifyRequest & { startedAt: number }).startedAt = performance.now();
     const forwarding: Omit<Forwarding, 'replica' | 'sessionId'> = { dropRequestHeaders: [], responseHeaders: {} };
     const lastEventId = headerValue(request.headers, LAST_EVENT_ID);
     if (request.method === 'POST' && lastEventId !== undefined) {
@@ -334,10 +317,4 @@ export function createProxy(deps: ProxyDeps) {
     if (sessionId === undefined) return newSession(request, reply, forwarding);
     return existingSession(request, reply, sessionId, forwarding);
   };
-}
-
-
-/** Enough of a session id to follow it through the logs, not enough to use it. */
-export function shortId(sessionId: string): string {
-  return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
 }

@@ -14,8 +14,9 @@ import { clientErrorHandler } from './clients/errors.js';
 import { bodyLimitHook } from './clients/body-limit.js';
 import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
 import type { Logger, LogSecrets } from './logger.js';
-import { createMetrics, NO_REPLICA, type Metrics } from './metrics.js';
-import { answerFor, sendAnswer } from './routing/answers.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { createAnswering } from './routing/answers.js';
+import { createRequestLog } from './routing/request-log.js';
 import { createOriginPolicy } from './cors.js';
 import { createProxy } from './proxy.js';
 import { CursorKeys } from './cursor-keys.js';
@@ -66,13 +67,14 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded });
+  const requests = createRequestLog({ logger, metrics });
+  const answer = createAnswering({ config: () => config, requests });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
 
   const mcp = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
-    // Fastify logs no request itself: the proxy writes its own line (logDone in src/proxy.ts),
-    // with the replica and session.
+    // One line per request comes from routing/request-log.ts, with the replica and session.
     logController: new LogController({ disableRequestLogging: true }),
     // Nothing logs through request.log: no child logger per request.
     childLoggerFactory: (parent) => parent,
@@ -97,9 +99,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status === 500) logger.error({ err: error, method: request.method }, 'request failed in the gateway');
     const code = status === 500 ? 'GW_INTERNAL' : status === 413 ? 'GW_BODY_TOO_LARGE' : 'GW_BAD_REQUEST';
-    const answer = answerFor(code, { detail: error.message, status, retryAfterSeconds: config.upstream.retryAfterSeconds });
-    metrics.countRequest(request.method, answer.status, NO_REPLICA);
-    return sendAnswer(reply, answer);
+    return answer(request, reply, code, { detail: error.message, status });
   });
   const sockets = new Set<Socket>();
   mcp.server.on('connection', (socket: Socket) => {
@@ -107,7 +107,11 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     socket.once('close', () => sockets.delete(socket));
   });
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
-  mcp.all(config.path, { onRequest: createOriginPolicy({ config: () => config, metrics }) }, createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, keys }));
+  mcp.all(
+    config.path,
+    { onRequest: createOriginPolicy({ config: () => config, requests, answer }) },
+    createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, keys, requests, answer }),
+  );
 
   const admin = buildAdmin({
     logger,

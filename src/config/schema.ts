@@ -120,7 +120,7 @@ export const ConfigSchema = Type.Object(
           Type.String({
             pattern: '^[A-Za-z0-9-]{1,64}$',
             description:
-              "a response header naming the replica's process (the demo replica sends mcp-replica-instance); a new value seen by a probe means the replica restarted and its sessions are lost",
+              "a response header naming the replica's process (the demo replica sends mcp-replica-instance); a new value seen by a probe means the replica restarted and its sessions are lost; removed from every response to clients",
           }),
         ),
         expectStatus: Type.Array(Type.Integer({ minimum: 100, maximum: 599 }), {

@@ -36,7 +36,7 @@ export type Decision =
   | { readonly kind: 'not_found'; readonly reason: Reason }
   /** The owner is only suspected (R4): 503 with Retry-After. */
   | { readonly kind: 'unavailable'; readonly owner: string }
-  /** The cursor is the last event of a stream the gateway ended on purpose: nothing follows. */
+  /** The cursor is the last event of a stream that is over: nothing follows. */
   | { readonly kind: 'complete' }
   | {
       readonly kind: 'new_stream';
@@ -88,9 +88,12 @@ export function decide(facts: ResumptionFacts): Decision {
   const { record } = view;
   const pending = record.kind === 'post' ? record.pending : [];
 
-  // A stream the gateway ended on purpose, resumed from its last event: nothing follows. The
-  // client settles (no signal again and again): 404 where the session is gone, else an empty end.
-  if (record.state === 'closed' && seq === record.head) {
+  // A stream that is over, resumed from its last event: nothing follows. Over: the gateway ended
+  // it on purpose, or it is a POST stream whose every response was forwarded (the replica ends a
+  // POST stream there). The client settles at once, never held open or signalled again and
+  // again: 404 where the session is gone, else an empty end.
+  const over = record.state === 'closed' || (record.kind === 'post' && record.pending.length === 0);
+  if (over && seq === record.head) {
     return lost ? { kind: 'not_found', reason: 'owner_gone' } : { kind: 'complete' };
   }
 

@@ -9,13 +9,14 @@ import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor-keys.js';
 import { isStoreError, type AnswerCode } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
-import { LAST_EVENT_ID, responseHeadersForClient } from '../headers.js';
+import { LAST_EVENT_ID, replicaOnlyHeaders, responseHeadersForClient } from '../headers.js';
 import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { Attachment, SseStreams } from '../streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
+import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
@@ -29,6 +30,7 @@ export interface ResumeKit {
   streams: SseStreams;
   metrics: Metrics;
   logger: Logger;
+  requests: RequestLog;
   /** Sends the client's request to `replica`, minus its Last-Event-ID, plus `extra` headers. */
   send(request: FastifyRequest, replica: ReplicaConfig, extra: Record<string, string>, signal: UpstreamAbort): Promise<UpstreamResponse>;
   /** One of the gateway's own answers (routing/answers.ts), counted; also on a hijacked reply. */
@@ -44,16 +46,13 @@ type Continue = Extract<Decision, { kind: 'continue' }>;
 type NewStream = Extract<Decision, { kind: 'new_stream' }>;
 
 export function createResumption(kit: ResumeKit) {
-  const { store, fleet, keys, streams, metrics, logger } = kit;
+  const { store, fleet, keys, streams, logger, requests } = kit;
 
-  function count(outcome: 'continued' | 'new_stream' | 'rejected', reason: string) {
-    metrics.resumptions.inc({ outcome, reason });
-  }
 
   async function resume(request: FastifyRequest, reply: FastifyReply, sessionId: string | undefined, lastEventId: string) {
     const config = kit.config();
     if (sessionId === undefined) {
-      count('rejected', 'session_unknown');
+      requests.resumption(request, 'rejected', 'session_unknown');
       return kit.answer(request, reply, 'GW_SESSION_NOT_FOUND');
     }
     let facts: ResumptionFacts;
@@ -78,15 +77,18 @@ export function createResumption(kit: ResumeKit) {
   function settle(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decision: Decision, lastEventId: string): unknown {
     switch (decision.kind) {
       case 'not_found':
-        count('rejected', decision.reason);
+        requests.resumption(request, 'rejected', decision.reason);
         return kit.answer(request, reply, 'GW_SESSION_NOT_FOUND');
       case 'unavailable':
         return kit.answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: decision.owner });
       case 'complete':
         // Everything of that stream was delivered and nothing will follow: an empty answer, on
         // which the SDK client settles instead of reconnecting again.
-        count('continued', NO_REASON);
-        return reply.code(204).header(RESUMPTION_HEADER, 'continued').send();
+        requests.resumption(request, 'continued', NO_REASON);
+        requests.answered(request, { status: 204, replica: NO_REPLICA });
+        void reply.code(204).header(RESUMPTION_HEADER, 'continued').send();
+        requests.ended(request, reply, 'answered');
+        return reply;
       case 'new_stream':
         return newStream(request, reply, decision, lastEventId);
       case 'continue':
@@ -164,17 +166,19 @@ export function createResumption(kit: ResumeKit) {
     res.once('close', () => {
       if (!res.writableFinished) abort.abort();
     });
-    const headers = responseHeadersForClient(response.headers);
+    const headers = responseHeadersForClient(response.headers, replicaOnlyHeaders(config));
     headers[RESUMPTION_HEADER] = 'continued';
     headers['x-accel-buffering'] = 'no';
-    await streams.pipe(
+    // A replay that fails hands the request over to the answer decided then, which logs it.
+    let handedOver = false;
+    const how = await streams.pipe(
       {
         body: response.body,
         res,
         replica: replica.id,
         start: () => {
-          count('continued', NO_REASON);
-          metrics.countRequest('GET', 200, replica.id);
+          requests.resumption(request, 'continued', NO_REASON);
+          requests.answered(request, { status: 200, replica: replica.id });
           res.writeHead(200, headers);
         },
         verify: {
@@ -184,6 +188,7 @@ export function createResumption(kit: ResumeKit) {
             abort.abort();
             if (why === 'client_gone' || res.destroyed) return;
             logger.info({ replica: replica.id, why }, 'replay not verified: gap');
+            handedOver = true;
             Promise.resolve(redecide({ replayFailed: true })).catch((err: unknown) => {
               logger.error({ err, replica: replica.id }, 'request failed in the gateway');
               kit.answer(request, reply, 'GW_INTERNAL');
@@ -194,6 +199,7 @@ export function createResumption(kit: ResumeKit) {
       rewriter,
       attachment,
     );
+    if (!handedOver) requests.ended(request, reply, how);
   }
 
   /** The answer when the stream cannot continue: the signal (a new stream) or 410 (reject mode). */
@@ -201,7 +207,7 @@ export function createResumption(kit: ResumeKit) {
     const { session, reason, pending, sessionAlive } = decision;
     const config = kit.config();
     if (config.resumption.mode === 'reject') {
-      count('rejected', reason);
+      requests.resumption(request, 'rejected', reason);
       return kit.answer(request, reply, 'GW_NOT_RESUMABLE', {
         data: notResumed(reason),
         headers: { 'cache-control': 'no-store', [RESUMPTION_HEADER]: 'rejected', [REASON_HEADER]: reason },
@@ -229,8 +235,8 @@ export function createResumption(kit: ResumeKit) {
       if (fresh) discard(fresh.response);
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
-    count('new_stream', reason);
-    metrics.countRequest('GET', 200, NO_REPLICA);
+    requests.resumption(request, 'new_stream', reason);
+    requests.answered(request, { status: 200, replica: NO_REPLICA });
     if (!reply.sent) reply.hijack();
     res.writeHead(200, {
       'content-type': 'text/event-stream',
@@ -242,11 +248,15 @@ export function createResumption(kit: ResumeKit) {
     res.write(first.out);
     // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
     for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
-    if (!fresh || !owner) return endSignal(res, attachment);
+    if (!fresh || !owner) {
+      await endSignal(res, attachment);
+      return requests.ended(request, reply, 'gateway_end');
+    }
     res.once('close', () => {
       if (!res.writableFinished) fresh.abort.abort();
     });
-    await streams.pipe({ body: fresh.response.body, res, replica: owner.id, start: () => undefined }, rewriter, attachment);
+    const how = await streams.pipe({ body: fresh.response.body, res, replica: owner.id, start: () => undefined }, rewriter, attachment);
+    requests.ended(request, reply, how);
   }
 
   /**

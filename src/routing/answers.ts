@@ -2,9 +2,12 @@
  * The answers the gateway gives itself, built from the registry in errors.ts: status, headers and
  * body defined once, for the proxy, the resumption and the server's error handler alike.
  */
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
+import type { Config } from '../config/schema.js';
 import { answerSpec, jsonRpcError, type AnswerCode } from '../errors.js';
+import { NO_REPLICA } from '../metrics.js';
+import type { RequestLog } from './request-log.js';
 
 /** The stable GW_* code of a gateway's own answer, also where CONTRACT.md fixes the body. */
 export const GATEWAY_ERROR_HEADER = 'mcp-gateway-error';
@@ -40,8 +43,21 @@ export function answerFor(code: AnswerCode, options: AnswerOptions): Answer {
   return { code, status: options.status ?? spec.status, headers, body: jsonRpcError(spec.rpc, message, data) };
 }
 
+export type Answering = (request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options?: Omit<AnswerOptions, 'retryAfterSeconds'>) => unknown;
+
+/** Answers a request with one of the gateway's own answers: counted, sent, and its line logged. */
+export function createAnswering(deps: { config: () => Config; requests: RequestLog }): Answering {
+  return (request, reply, code, options = {}) => {
+    const answer = answerFor(code, { ...options, retryAfterSeconds: deps.config().upstream.retryAfterSeconds });
+    deps.requests.answered(request, { status: answer.status, replica: NO_REPLICA, code });
+    const sent = sendAnswer(reply, answer);
+    deps.requests.ended(request, reply, 'answered');
+    return sent;
+  };
+}
+
 /** Sends an answer through fastify, or on the raw response once the route hijacked it. */
-export function sendAnswer(reply: FastifyReply, answer: Answer): unknown {
+function sendAnswer(reply: FastifyReply, answer: Answer): unknown {
   if (reply.sent) return writeAnswer(reply.raw, answer);
   return reply.code(answer.status).headers(answer.headers).send(answer.body);
 }

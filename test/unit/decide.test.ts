@@ -102,3 +102,11 @@ t.test('the last cursor of a stream the gateway ended on purpose settles', async
   t.same(decide(facts({ view: closedAtHead })), { kind: 'complete' }, 'session alive: nothing follows, no new signal');
   t.same(decide(facts({ session: lost, view: closedAtHead })), { kind: 'not_found', reason: 'owner_gone' }, 'session gone: 404');
 });
+
+t.test('the last cursor of a POST stream whose every response was forwarded settles', async (t) => {
+  const answered: IncarnationView = { record: { ...postRecord, pending: [], head: 3 }, currentGet: undefined, at: 'u3', after: [] };
+  t.same(decide(facts({ view: answered })), { kind: 'complete' }, 'nothing follows a POST stream past its responses');
+  t.same(decide(facts({ session: lost, view: answered })), { kind: 'not_found', reason: 'owner_gone' }, 'session gone: 404');
+  t.match(decide(facts({ view: { ...answered, record: { ...answered.record, pending: [7] } } })), { kind: 'continue' }, 'a response still to come: continued');
+  t.match(decide(facts({ view: { ...answered, record: { ...answered.record, head: 5 }, after: ['u4', 'u5'] } })), { kind: 'continue' }, 'before its end: replayed');
+});

@@ -1,0 +1,167 @@
+/**
+ * Every answer on the MCP endpoint writes one request line (routing/request-log.ts), whoever gave
+ * it: forwarded answers, the gateway's own (404, 403, 413) and every resumption answer (continued,
+ * the new-stream signal, 204, stripped). Real processes: a demo replica and the gateway's CLI, its
+ * JSON log lines decoded from stdout. Also what a client sees (issue: operators' trust): the
+ * replica's instance header never reaches it, and resuming from the last cursor of a POST stream
+ * that ended normally settles at once.
+ */
+import t from 'tap';
+import { startGatewayProcess } from '../helpers/gateway-process.js';
+import { initializeBody, MCP_ACCEPT, post, PROTOCOL_VERSION, toolCallBody } from '../helpers/http.js';
+import { rawStreams } from '../helpers/raw-sse.js';
+import { spawnReplicas } from '../helpers/replicas.js';
+import { bound, waitFor } from '../helpers/wait.js';
+
+const INSTANCE_HEADER = 'mcp-replica-instance';
+
+/** The sum of mcp_gateway_requests_total over its series, read from /metrics. */
+async function requestsCounted(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('mcp_gateway_requests_total{'))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/** The cursors of an SSE body, in order. */
+function cursorsOf(body: string): string[] {
+  return [...body.matchAll(/^id: ?(.*)$/gm)].map((m) => m[1] as string);
+}
+
+t.test('N counted requests give N request lines, each with what an operator needs', async (t) => {
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGatewayProcess(t, {
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    health: { intervalMs: 60_000, instanceHeader: INSTANCE_HEADER },
+    security: { allowedOrigins: ['https://ok.example'] },
+    limits: { bodyBytes: 4096 },
+    log: { level: 'info' },
+  });
+  const streams = rawStreams(t);
+  let sent = 0;
+  const send = async (what: Promise<Response>) => {
+    sent++;
+    return what;
+  };
+
+  // Forwarded: a new session, its notification, a call answered with SSE, a stripped cursor.
+  const init = await send(post(gw.url, initializeBody()));
+  t.equal(init.status, 200);
+  t.equal(init.headers.get(INSTANCE_HEADER), null, "the replica's instance header is stripped");
+  await init.text();
+  const sessionId = init.headers.get('mcp-session-id') ?? '';
+  const session = { 'mcp-session-id': sessionId };
+  const initialized = await send(post(gw.url, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), session));
+  t.equal(initialized.status, 202);
+  await initialized.text();
+  const call = await send(post(gw.url, toolCallBody('whoami'), session));
+  t.equal(call.headers.get('content-type'), 'text/event-stream', 'the call is answered with a stream');
+  t.equal(call.headers.get(INSTANCE_HEADER), null, 'stripped from a stream too');
+  const cursors = cursorsOf(await call.text());
+  t.ok(cursors.length > 0, 'its events carry cursors');
+  const stripped = await send(post(gw.url, toolCallBody('whoami', {}, 3), { ...session, 'last-event-id': 'x' }));
+  t.equal(stripped.headers.get('mcp-resumption'), 'stripped');
+  await stripped.text();
+
+  // The last cursor of that POST stream, which ended normally: settles at once, nothing held open.
+  const settled = await send(
+    fetch(gw.url, { headers: { ...session, accept: 'text/event-stream', 'mcp-protocol-version': PROTOCOL_VERSION, 'last-event-id': cursors.at(-1)! } }),
+  );
+  t.equal(settled.status, 204, 'the end of an answered POST stream: 204');
+  t.equal(settled.headers.get('mcp-resumption'), 'continued');
+  t.equal(await settled.text(), '');
+
+  // The gateway's own answers.
+  const unknown = await send(post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': 'no-such-session' }));
+  t.equal(unknown.status, 404);
+  await unknown.text();
+  const forbidden = await send(post(gw.url, toolCallBody('whoami'), { ...session, origin: 'https://evil.example' }));
+  t.equal(forbidden.status, 403);
+  await forbidden.text();
+  const large = await send(post(gw.url, toolCallBody('echo', { text: 'x'.repeat(8192) }), session));
+  t.equal(large.status, 413);
+  await large.text();
+
+  // The signal: a foreign cursor, then the owner's fresh GET stream, until the client leaves.
+  sent++;
+  const signal = await streams.open(gw.url, sessionId, 'not-a-cursor');
+  t.equal(signal.headers['mcp-resumption'], 'new-stream');
+  t.equal(signal.headers[INSTANCE_HEADER], undefined, 'not on the signal stream either');
+  await signal.events.until(1);
+  signal.close();
+
+  const deleted = await send(fetch(gw.url, { method: 'DELETE', headers: { ...session, accept: MCP_ACCEPT } }));
+  t.equal(deleted.status, 200);
+  await deleted.text();
+
+  await waitFor('every request counted', bound(5_000), async () => (await requestsCounted(gw.adminUrl)) === sent);
+  const lines = () => gw.logs.filter((line) => line['msg'] === 'request');
+  await waitFor('a line for every request', bound(5_000), () => lines().length >= sent);
+  t.equal(lines().length, sent, `${sent} requests, ${sent} lines`);
+  t.equal(await requestsCounted(gw.adminUrl), lines().length, 'as many lines as counted requests');
+
+  for (const line of lines()) {
+    t.match(
+      line,
+      { method: /^(GET|POST|DELETE)$/, path: '/mcp', status: Number, replica: /^(r1|none)$/, ms: Number, end: String, client: '127.0.0.1' },
+      `${String(line['method'])} ${String(line['status'])}: the fields`,
+    );
+  }
+  const find = (status: number, match: Record<string, unknown> = {}) =>
+    lines().filter((line) => line['status'] === status && Object.entries(match).every(([k, v]) => line[k] === v));
+  t.equal(find(200, { replica: 'r1', method: 'POST' }).length, 3, 'initialize, the call and the stripped call, forwarded');
+  t.equal(find(200, { resumption: 'stripped', reason: 'post_request' }).length, 1, 'the stripped call says so');
+  t.equal(find(204, { replica: 'none', resumption: 'continued', reason: 'none', end: 'answered' }).length, 1, 'the settled resumption');
+  t.equal(find(404, { replica: 'none', code: 'GW_SESSION_NOT_FOUND', session: 'no-such-…' }).length, 1, 'the 404, session shortened');
+  t.equal(find(403, { code: 'GW_ORIGIN_FORBIDDEN' }).length, 1, 'the 403');
+  t.equal(find(413, { code: 'GW_BODY_TOO_LARGE' }).length, 1, 'the 413');
+  t.equal(find(200, { method: 'GET', resumption: 'new_stream', reason: 'foreign_cursor', end: 'client_gone' }).length, 1, 'the signal, until the client left');
+  t.equal(find(200, { method: 'DELETE', replica: 'r1' }).length, 1, 'the DELETE');
+  t.ok(
+    lines().every((line) => line['session'] === undefined || String(line['session']).length <= 9),
+    'session ids appear shortened',
+  );
+  t.notOk(JSON.stringify(lines()).includes(sessionId), 'never the whole session id');
+});
+
+t.test('a continuation and a 410 write their lines too', async (t) => {
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGatewayProcess(t, { replicas: [{ id: replica!.id, url: replica!.url }], resumption: { mode: 'reject' }, log: { level: 'info' } });
+  const streams = rawStreams(t);
+  const init = await post(gw.url, initializeBody());
+  await init.text();
+  const sessionId = init.headers.get('mcp-session-id') ?? '';
+  const session = { 'mcp-session-id': sessionId };
+  await (await post(gw.url, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), session)).text();
+  const call = await post(gw.url, JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'progress', arguments: { steps: 3, intervalMs: 1 }, _meta: { progressToken: 'p' } } }), session);
+  const cursors = cursorsOf(await call.text());
+  t.ok(cursors.length >= 2, 'progress, then the response');
+
+  const rejected = await fetch(gw.url, { headers: { ...session, accept: 'text/event-stream', 'last-event-id': 'not-a-cursor' } });
+  t.equal(rejected.status, 410);
+  await rejected.text();
+
+  // From the first event: the owner replays the rest, verified, then the client leaves.
+  const continued = await streams.open(gw.url, sessionId, cursors[0]);
+  t.equal(continued.headers['mcp-resumption'], 'continued');
+  const replayed = await continued.events.until(cursors.length - 1);
+  t.strictSame(
+    replayed.map((e) => e.id),
+    cursors.slice(1),
+    'the events after the cursor, with their cursors',
+  );
+  continued.close();
+
+  const lines = () => gw.logs.filter((line) => line['msg'] === 'request');
+  await waitFor('a line for every request', bound(5_000), async () => lines().length >= 5 && lines().length === (await requestsCounted(gw.adminUrl)));
+  t.equal(lines().length, 5, 'initialize, initialized, the call, the 410, the continuation');
+  t.match(
+    lines().find((line) => line['status'] === 410),
+    { replica: 'none', resumption: 'rejected', reason: 'foreign_cursor', code: 'GW_NOT_RESUMABLE', end: 'answered' },
+  );
+  t.match(
+    lines().find((line) => line['resumption'] === 'continued'),
+    { method: 'GET', status: 200, replica: replica!.id, reason: 'none', client: '127.0.0.1' },
+  );
+});
