@@ -9,7 +9,7 @@ import { createLogger } from '../../src/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { createRedisStore } from '../../src/store/redis/index.js';
 import type { Store } from '../../src/store/types.js';
-import { BATCH_COST_BYTES, EVENT_COST_BYTES, UnrecordedRecords } from '../../src/streams/unrecorded.js';
+import { BATCH_COST_BYTES, EVENT_COST_BYTES, UnrecordedRecords, type RecordTarget } from '../../src/streams/unrecorded.js';
 import { testConfig } from '../helpers/gateway.js';
 import { metricValue } from '../helpers/gateway.js';
 import { startRedisServer } from '../helpers/redis-server.js';
@@ -105,7 +105,7 @@ t.test('a POST stream whose first batch fails keeps its cursors: its incarnation
   const h = harness(t);
   const sessionId = `s${++sessions}`;
   await h.store.bindSession({ sessionId, owner: 'r1', ownerEpoch: '' }, TTL_MS);
-  const target = { sessionId, incarnation: 'post-1', attach: 1, open: { owner: 'r1', kind: 'post' as const, pending: [7] } };
+  const target: RecordTarget = { sessionId, incarnation: 'post-1', attach: 1, create: { owner: 'r1', kind: 'post', pending: [7] } };
   const stream = h.records.stream(target);
   server.pause();
   t.equal(await stream.record(1, ids(1, 1), [], 0), 'ok');
