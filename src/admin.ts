@@ -12,6 +12,8 @@ export interface AdminDeps {
   registry: Registry;
   /** Why the gateway is not ready; empty when it is. */
   ready: () => Promise<string[]>;
+  /** What an operator should know that does not make the gateway unready. */
+  warnings: () => string[];
 }
 
 export function buildAdmin(deps: AdminDeps): FastifyInstance {
@@ -31,8 +33,10 @@ export function buildAdmin(deps: AdminDeps): FastifyInstance {
 
   admin.get('/readyz', async (_request, reply) => {
     const reasons = await deps.ready();
-    if (reasons.length > 0) return reply.code(503).send({ ready: false, reasons });
-    return { ready: true };
+    const warnings = deps.warnings();
+    const also = warnings.length > 0 ? { warnings } : {};
+    if (reasons.length > 0) return reply.code(503).send({ ready: false, reasons, ...also });
+    return { ready: true, ...also };
   });
 
   return admin;

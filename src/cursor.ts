@@ -79,6 +79,8 @@ const PARTS = 5;
 const HKDF_SALT = 'mcp-resume-gateway/cursor';
 const TAG_INFO = 'v1 session-tag';
 const MAC_INFO = 'v1 mac';
+const FINGERPRINT_INFO = 'v1 key fingerprint';
+const FINGERPRINT_BYTES = 8;
 
 // Random bytes are drawn for many ids at once: one call per stream cost as much as the rest of
 // opening it.
@@ -101,6 +103,11 @@ export class CursorCodec {
   readonly #tagKey: KeyObject;
   readonly #macKey: KeyObject;
   readonly #tags = new Map<string, string>();
+  /**
+   * Names the key without revealing it (an HMAC of a constant under a subkey of its own): two
+   * gateways with the same fingerprint accept each other's cursors. Published in the store.
+   */
+  readonly fingerprint: string;
 
   /** `secret`: at least 32 bytes (a string counts its UTF-8 bytes). Throws GW_CURSOR_SECRET_INVALID. */
   constructor(secret: string | Uint8Array) {
@@ -118,6 +125,7 @@ export class CursorCodec {
       createSecretKey(Buffer.from(hkdfSync('sha256', ikm, HKDF_SALT, info, 32)));
     this.#tagKey = derive(TAG_INFO);
     this.#macKey = derive(MAC_INFO);
+    this.fingerprint = createHmac('sha256', derive(FINGERPRINT_INFO)).update(FINGERPRINT_INFO).digest().subarray(0, FINGERPRINT_BYTES).toString('base64url');
     ikm.fill(0);
   }
 

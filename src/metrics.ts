@@ -93,6 +93,11 @@ export function createMetrics(registry: Registry) {
       labelNames: ['result'] as const,
       registers,
     }),
+    cursorKeyMismatch: new Gauge({
+      name: 'mcp_gateway_cursor_key_mismatch_instances',
+      help: 'Other gateway instances on this store whose cursor key differs from this one (their cursors are foreign_cursor here).',
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

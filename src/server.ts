@@ -20,6 +20,7 @@ import { createRequestLog } from './routing/request-log.js';
 import { createOriginPolicy } from './cors.js';
 import { createProxy } from './proxy.js';
 import { CursorKeys } from './cursor-keys.js';
+import { KeyAgreement } from './key-agreement.js';
 import { OpenStreams } from './open-streams.js';
 import { retryWithin } from './retry.js';
 import { SseStreams } from './streams.js';
@@ -66,6 +67,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const openStreams = new OpenStreams();
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
+  const agreement = new KeyAgreement({ keys, store, logger, metrics });
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded });
   const requests = createRequestLog({ logger, metrics });
   const answer = createAnswering({ config: () => config, requests });
@@ -127,6 +129,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       if (!fleet.anyUp()) reasons.push('no replica is up');
       return reasons;
     },
+    warnings: () => agreement.warnings(),
   });
 
   return {
@@ -140,10 +143,25 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const mcpUrl = await mcp.listen({ host: config.listen.host, port: config.listen.port });
       const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
       fleet.start();
-      // A store that lost its data lost the agreed cursor secret with it: re-agree regularly.
-      secretRefresh = setInterval(() => {
-        keys.refresh().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'cannot refresh the cursor secret'));
-      }, config.health.intervalMs);
+      // A store that lost its data lost the agreed cursor secret with it: re-agree regularly, and
+      // compare keys with the other instances (key-agreement.ts). A failure is logged once until
+      // the store answers again: a store outage is reported where it is noticed (/readyz, metrics).
+      let failing = false;
+      const keyTick = () =>
+        keys
+          .refresh()
+          .then(() => agreement.check(config.health.intervalMs))
+          .then(
+            () => {
+              failing = false;
+            },
+            (err: unknown) => {
+              if (!failing) logger.warn({ err }, 'cannot refresh or compare the cursor key');
+              failing = true;
+            },
+          );
+      void keyTick();
+      secretRefresh = setInterval(keyTick, config.health.intervalMs);
       secretRefresh.unref();
       logger.info({ mcp: `${mcpUrl}${config.path}`, admin: adminUrl, store: store.kind, replicas: config.replicas.length }, 'gateway listening');
       return { mcpUrl, adminUrl };

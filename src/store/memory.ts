@@ -57,6 +57,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   /** Keyed by incarnationKey(sessionId, incarnationId): an incarnation belongs to its session. */
   const incarnations = new Map<string, IncarnationEntry>();
   let secret: string | undefined;
+  const fingerprints = new Map<string, { fingerprint: string; expiresAt: number }>();
   let closed = false;
 
   // Unref'd so that an open store never keeps the process alive on its own.
@@ -289,6 +290,18 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       assertOpen('agreeSecret');
       secret ??= candidate;
       return secret;
+    },
+
+    async publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>> {
+      open('publishKeyFingerprint');
+      const at = now();
+      fingerprints.set(instanceId, { fingerprint, expiresAt: at + ttlMs });
+      const alive: Record<string, string> = {};
+      for (const [id, entry] of fingerprints) {
+        if (entry.expiresAt <= at) fingerprints.delete(id);
+        else alive[id] = entry.fingerprint;
+      }
+      return alive;
     },
 
     async ping(): Promise<void> {

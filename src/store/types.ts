@@ -190,6 +190,13 @@ export interface Store {
    */
   agreeSecret(candidate: string): Promise<string>;
 
+  /**
+   * Publishes this gateway instance's cursor-key fingerprint (a digest, never the key), alive for
+   * `ttlMs` unless published again, and returns the fingerprint of every instance alive, this one
+   * included, by instance id, in one atomic step. Instances that stopped publishing drop out.
+   */
+  publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>>;
+
   /** Resolves when the store answers; rejects with a StoreError otherwise. */
   ping(): Promise<void>;
 

@@ -866,6 +866,15 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.equal(await record(h.store, 'g1', batch(2, ['u2'], { attach: 5 })), 'ok', 'only the last one records');
   });
 
+  test('publishKeyFingerprint: every live instance is listed; one that stops publishing drops out', async (t, h) => {
+    const other = await h.peer();
+    t.same(await h.store.publishKeyFingerprint('a', 'fa', LONG_TTL_MS), { a: 'fa' });
+    t.same(await other.publishKeyFingerprint('b', 'fb', h.shortTtlMs), { a: 'fa', b: 'fb' }, 'another gateway sees both');
+    t.same(await h.store.publishKeyFingerprint('a', 'fa2', LONG_TTL_MS), { a: 'fa2', b: 'fb' }, 'a new fingerprint replaces the old one');
+    await tickUntil(t, h, 'b drops out', async () => !('b' in (await h.store.publishKeyFingerprint('a', 'fa2', LONG_TTL_MS))));
+    t.same(await other.publishKeyFingerprint('c', 'fc', LONG_TTL_MS), { a: 'fa2', c: 'fc' }, 'and stays out');
+  });
+
   test('agreeSecret: the first candidate wins for good', async (t, h) => {
     t.equal(await h.store.agreeSecret('first-candidate'), 'first-candidate');
     t.equal(await h.store.agreeSecret('second-candidate'), 'first-candidate');
@@ -899,6 +908,7 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['closeIncarnation', () => store.closeIncarnation('op-s', 'op-i')],
     ['touchIncarnation', () => store.touchIncarnation('op-s', 'op-i', LONG_TTL_MS)],
     ['agreeSecret', () => store.agreeSecret('op-secret')],
+    ['publishKeyFingerprint', () => store.publishKeyFingerprint('op-instance', 'op-fingerprint', LONG_TTL_MS)],
     ['ping', () => store.ping()],
   ];
 }

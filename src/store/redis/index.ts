@@ -12,7 +12,7 @@ import { GatewayError } from '../../errors.js';
 import type { EventBatch, IncarnationView, NewIncarnation, NewSession, RecordResult, SessionRecord, SessionState, Store } from '../types.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
-import { epochsKey, incarnationKey, positionsKey, secretKey, sessionKey } from './keys.js';
+import { epochsKey, fingerprintsKey, incarnationKey, positionsKey, secretKey, sessionKey } from './keys.js';
 import { toRecord, toView } from './replies.js';
 import { defineScripts } from './scripts/index.js';
 import { seqArgument } from './scripts/incarnation.js';
@@ -171,6 +171,15 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     agreeSecret(candidate: string): Promise<string> {
       return run('agreeSecret', () => client.gwAgreeSecret(secretKey(opts.keyPrefix), candidate));
+    },
+
+    publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>> {
+      return run('publishKeyFingerprint', async () => {
+        const flat = await client.gwPublishKeyFingerprint(fingerprintsKey(opts.keyPrefix), instanceId, fingerprint, Date.now(), ttlMs);
+        const alive: Record<string, string> = {};
+        for (let i = 0; i + 1 < flat.length; i += 2) alive[flat[i]!] = flat[i + 1]!;
+        return alive;
+      });
     },
 
     ping(): Promise<void> {

@@ -35,6 +35,11 @@ export function secretKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:cursor-secret`;
 }
 
+/** Each gateway instance's cursor-key fingerprint, to tell instances that disagree on cursor.secret. */
+export function fingerprintsKey(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:key-fingerprints`;
+}
+
 /** The one hash that holds every replica's fleet epoch. */
 export function epochsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:epochs`;

@@ -1,0 +1,54 @@
+/**
+ * Instances that share a store must share the cursor key (E2): one with another `cursor.secret`
+ * turns every cursor of the others into foreign_cursor, and nothing else would say why. Each
+ * instance publishes its key's fingerprint in the store at every fleet tick and compares it with
+ * the others'. A peer that disagrees is logged once (again only after it agreed in between),
+ * counted in mcp_gateway_cursor_key_mismatch_instances and named in /readyz's warnings; the
+ * instance stays ready, since it serves its own cursors correctly.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { CursorKeys } from './cursor-keys.js';
+import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
+import type { Store } from './store/types.js';
+
+/** A fingerprint outlives a few missed ticks of its instance, and a stopped instance drops out. */
+const TICKS_ALIVE = 3;
+const MIN_ALIVE_MS = 10_000;
+
+export class KeyAgreement {
+  /** This process, among the instances sharing the store. */
+  readonly instanceId = `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
+  #disagreeing: readonly string[] = [];
+  readonly #logged = new Set<string>();
+
+  constructor(
+    private readonly deps: { keys: CursorKeys; store: Store; logger: Logger; metrics: Metrics },
+  ) {}
+
+  /** Publishes this instance's fingerprint and compares; rejects with a StoreError. */
+  async check(intervalMs: number): Promise<void> {
+    const { fingerprint } = await this.deps.keys.codec();
+    const all = await this.deps.store.publishKeyFingerprint(this.instanceId, fingerprint, Math.max(MIN_ALIVE_MS, intervalMs * TICKS_ALIVE));
+    const disagreeing = Object.keys(all).filter((id) => id !== this.instanceId && all[id] !== fingerprint).sort();
+    for (const id of disagreeing) {
+      if (this.#logged.has(id)) continue;
+      this.#logged.add(id);
+      this.deps.logger.warn(
+        { peer: id, fingerprint, peerFingerprint: all[id] },
+        'another gateway instance on this store uses another cursor key: cursors of one are foreign_cursor on the other; give every instance the same cursor.secret',
+      );
+    }
+    for (const id of this.#logged) if (!disagreeing.includes(id)) this.#logged.delete(id);
+    this.#disagreeing = disagreeing;
+    this.deps.metrics.cursorKeyMismatch.set(disagreeing.length);
+  }
+
+  /** For /readyz: what is wrong without making the instance unready. */
+  warnings(): string[] {
+    const n = this.#disagreeing.length;
+    if (n === 0) return [];
+    return [`cursor key mismatch: ${n} other instance(s) on this store use another cursor.secret (${this.#disagreeing.join(', ')}); their cursors are foreign here`];
+  }
+}
