@@ -293,7 +293,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     },
 
     async publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>> {
-      open('publishKeyFingerprint');
+      assertOpen('publishKeyFingerprint');
       const at = now();
       fingerprints.set(instanceId, { fingerprint, expiresAt: at + ttlMs });
       const alive: Record<string, string> = {};
