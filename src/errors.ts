@@ -89,6 +89,14 @@ export const ERROR_CODES = {
     message: 'Origin not allowed',
     meaning: 'the Origin header is not in security.allowedOrigins (R6)',
   },
+  GW_HEADER_MISMATCH: {
+    status: 400,
+    rpc: -32020,
+    message: 'Bad Request: the request headers and body disagree: %s',
+    fixed: true,
+    meaning:
+      "a 2026-07-28 request whose MCP-Protocol-Version, Mcp-Method or Mcp-Name header disagrees with its body (§9 M1), never forwarded; the body is the SDK v2 server's own answer, with the request's id",
+  },
   GW_BODY_TOO_LARGE: {
     status: 413,
     rpc: -32600,
@@ -198,7 +206,7 @@ export function describe(cause: unknown): string {
   return String(cause);
 }
 
-/** A JSON-RPC error answer that belongs to no request (`id: null`). */
-export function jsonRpcError(code: number, message: string, data?: unknown): string {
-  return JSON.stringify({ jsonrpc: '2.0', id: null, error: data === undefined ? { code, message } : { code, message, data } });
+/** A JSON-RPC error answer, to the request `id` or to none (`id: null`). */
+export function jsonRpcError(code: number, message: string, data?: unknown, id: string | number | null = null): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } });
 }

@@ -10,13 +10,17 @@ export function requestIds(body: unknown): JsonRpcId[] {
   return Buffer.isBuffer(body) ? messageIds(body.toString('utf8'), 'request') : [];
 }
 
+/** The same, from a body already parsed (by era classification): a body is never parsed twice. */
+export function parsedRequestIds(parsed: unknown): JsonRpcId[] {
+  return idsOf(parsed, 'request');
+}
+
 /** The ids of the JSON-RPC responses (result or error) in an SSE event's data. */
 export function responseIds(data: string): JsonRpcId[] {
   // Most events are notifications and progress: no parse for what cannot hold an id.
   return data.includes('"id"') ? messageIds(data, 'response') : [];
 }
 
-/** A request has a method; a response has none, and a result or an error. Notifications have no id. */
 function messageIds(text: string, kind: 'request' | 'response'): JsonRpcId[] {
   let parsed: unknown;
   try {
@@ -24,6 +28,11 @@ function messageIds(text: string, kind: 'request' | 'response'): JsonRpcId[] {
   } catch {
     return [];
   }
+  return idsOf(parsed, kind);
+}
+
+/** A request has a method; a response has none, and a result or an error. Notifications have no id. */
+function idsOf(parsed: unknown, kind: 'request' | 'response'): JsonRpcId[] {
   const ids: JsonRpcId[] = [];
   for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
     if (!m || typeof m !== 'object') continue;

@@ -98,6 +98,12 @@ export function createMetrics(registry: Registry) {
       help: 'Other gateway instances on this store whose cursor key differs from this one (their cursors are foreign_cursor here).',
       registers,
     }),
+    modernRequests: new Counter({
+      name: 'mcp_gateway_modern_requests_total',
+      help: 'Requests of the 2026-07-28 era, by JSON-RPC method (other: one the gateway does not know) and outcome (forwarded, header_mismatch).',
+      labelNames: ['mcp_method', 'outcome'] as const,
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

@@ -9,7 +9,7 @@ import type { Config, ReplicaConfig } from './config/schema.js';
 import { describe, isStoreError } from './errors.js';
 import type { Fleet } from './fleet/index.js';
 import { headerValue, LAST_EVENT_ID, replicaOnlyHeaders, requestHeadersForReplica, responseHeadersForClient, SESSION_HEADER } from './headers.js';
-import { requestIds } from './jsonrpc.js';
+import { parsedRequestIds, requestIds } from './jsonrpc.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import { RecentIds } from './recent-ids.js';
@@ -20,6 +20,7 @@ import type { CursorKeys } from './cursor-keys.js';
 import { createResumption } from './resumption/resume.js';
 import type { Answering } from './routing/answers.js';
 import { shortId, type RequestLog } from './routing/request-log.js';
+import { classify, methodLabel } from './eras/classify.js';
 import type { SessionRecord, Store } from './store/types.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, replicaPath, UpstreamAbort, type UpstreamResponse, type Upstreams } from './upstream.js';
 
@@ -48,6 +49,8 @@ interface Forwarding {
   addRequestHeaders?: Record<string, string>;
   responseHeaders: Record<string, string>;
   sessionId: string | undefined;
+  /** The request body, when era classification already parsed it: never parsed twice. */
+  parsedBody?: unknown;
 }
 
 export function createProxy(deps: ProxyDeps) {
@@ -116,7 +119,7 @@ export function createProxy(deps: ProxyDeps) {
 
     // E1, E5: the stream becomes an incarnation whose events carry cursors recorded in the store.
     const kind = request.method === 'GET' ? 'get' : 'post';
-    const calls = kind === 'post' ? requestIds(request.body) : undefined;
+    const calls = kind !== 'post' ? undefined : forwarding.parsedBody !== undefined ? parsedRequestIds(forwarding.parsedBody) : requestIds(request.body);
     let attachment: Attachment | undefined;
     let cursors: CursorTarget | undefined;
     if (sessionId !== undefined) {
@@ -308,6 +311,18 @@ export function createProxy(deps: ProxyDeps) {
         forwarding.responseHeaders = { 'mcp-resumption': 'stripped', 'mcp-resumption-reason': 'post_request' };
       }
     }
+    const era = classify(request.method, request.headers, request.body);
+    if (era.kind !== 'legacy') {
+      metrics.modernRequests.inc({ mcp_method: methodLabel(era.message.method), outcome: era.kind === 'mismatch' ? 'header_mismatch' : 'forwarded' });
+      if (era.kind === 'mismatch') {
+        const data = { mismatch: { header: era.header, body: era.why } };
+        return answer(request, reply, 'GW_HEADER_MISMATCH', { detail: era.why, data, id: era.message.id });
+      }
+      // M1: no session, whatever Mcp-Session-Id says; M3: sessionless, the answer is never an
+      // incarnation, so never held open or journaled.
+      return newSession(request, reply, forwarding);
+    }
+    forwarding.parsedBody = era.parsed;
     const sessionId = headerValue(request.headers, SESSION_HEADER);
     if (request.method === 'GET' && lastEventId) return resume(request, reply, sessionId, lastEventId);
     if (request.method === 'GET' && lastEventId === '') {

@@ -30,6 +30,8 @@ export interface AnswerOptions {
   readonly data?: unknown;
   /** Headers of this answer beyond the registry's. */
   readonly headers?: Record<string, string>;
+  /** The id of the JSON-RPC request answered, when the gateway read it; null otherwise. */
+  readonly id?: string | number | null;
 }
 
 export function answerFor(code: AnswerCode, options: AnswerOptions): Answer {
@@ -40,7 +42,7 @@ export function answerFor(code: AnswerCode, options: AnswerOptions): Answer {
   Object.assign(headers, options.headers);
   const message = spec.message.replace('%s', options.detail ?? '');
   const data = spec.fixed ? options.data : { code };
-  return { code, status: options.status ?? spec.status, headers, body: jsonRpcError(spec.rpc, message, data) };
+  return { code, status: options.status ?? spec.status, headers, body: jsonRpcError(spec.rpc, message, data, options.id) };
 }
 
 export type Answering = (request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options?: Omit<AnswerOptions, 'retryAfterSeconds'>) => unknown;

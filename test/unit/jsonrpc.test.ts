@@ -1,5 +1,5 @@
 import t from 'tap';
-import { requestIds, responseIds } from '../../src/jsonrpc.js';
+import { parsedRequestIds, requestIds, responseIds } from '../../src/jsonrpc.js';
 
 const body = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8');
 
@@ -21,6 +21,7 @@ t.test('requestIds: the ids of the requests in a POST body, one message or a bat
   t.same(requestIds(Buffer.from('{"id": 1, "method":', 'utf8')), [], 'not JSON: none');
   t.same(requestIds(undefined), [], 'no body: none');
   t.same(requestIds({ id: 1, method: 'ping' }), [], 'only the raw bytes are read');
+  t.same(parsedRequestIds([{ jsonrpc: '2.0', id: 1, method: 'initialize' }, { jsonrpc: '2.0', id: 2, result: {} }]), [1], 'from a parsed body, the same');
 });
 
 t.test('responseIds: the ids of the responses (result or error) in an event', async (t) => {

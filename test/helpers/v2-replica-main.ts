@@ -1,0 +1,112 @@
+/**
+ * An MCP server on the TypeScript SDK v2 (`@modelcontextprotocol/server`), run as a child process
+ * by v2-replicas.ts: `createMcpHandler` serves the 2026-07-28 era and, statelessly, 2025-era
+ * clients, on plain node:http. Prints one JSON line `{"event":"listening",...}` when ready.
+ *
+ * Besides its MCP endpoint it answers, for the tests:
+ * - `GET /control/state`: `{ seen, openStreams }`, the standard headers of every MCP POST it
+ *   received (in order) and the number of SSE responses it is writing now;
+ * - `POST /control/tools-changed`: publishes notifications/tools/list_changed to its listeners.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { parseArgs } from 'node:util';
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+
+const { values } = parseArgs({ options: { id: { type: 'string' }, port: { type: 'string', default: '0' } } });
+const id = values.id ?? 'v2';
+
+function factory(): McpServer {
+  const server = new McpServer({ name: `v2-replica-${id}`, version: '1.0.0' });
+  server.registerTool('whoami', { description: 'the id of the replica that answers' }, async () => ({
+    content: [{ type: 'text', text: id }],
+  }));
+  server.registerTool(
+    'count',
+    { description: 'reports progress up to n as it counts, then answers with the replica id', inputSchema: z.object({ n: z.number().int().min(1).max(100) }) },
+    async ({ n }, ctx) => {
+      const progressToken = ctx.mcpReq._meta?.progressToken;
+      if (progressToken !== undefined) {
+        for (let i = 1; i <= n; i++) await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: i, total: n } });
+      }
+      return { content: [{ type: 'text', text: `${id}:${n}` }] };
+    },
+  );
+  return server;
+}
+
+const handler = createMcpHandler(factory, { keepAliveMs: 0 });
+const seen: Record<string, string>[] = [];
+let openStreams = 0;
+
+const MIRRORED = ['mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id'];
+
+async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', `http://${req.headers.host ?? '127.0.0.1'}`);
+  if (url.pathname === '/control/state') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ seen, openStreams }));
+    return;
+  }
+  if (url.pathname === '/control/tools-changed') {
+    handler.notify.toolsChanged();
+    res.writeHead(204).end();
+    return;
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const record: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string' && (MIRRORED.includes(name) || name.startsWith('mcp-param-'))) record[name] = value;
+  }
+  if (req.method === 'POST') seen.push(record);
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string') headers.set(name, value);
+    else if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+  }
+  const aborted = new AbortController();
+  res.once('close', () => aborted.abort());
+  const method = req.method ?? 'GET';
+  const response = await handler.fetch(
+    new Request(url, { method, headers, body: method === 'GET' || method === 'HEAD' ? undefined : Buffer.concat(chunks), signal: aborted.signal }),
+  );
+  const out: Record<string, string> = { 'x-replica-id': id };
+  response.headers.forEach((value, name) => {
+    out[name] = value;
+  });
+  res.writeHead(response.status, out);
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  const sse = response.headers.get('content-type')?.startsWith('text/event-stream') ?? false;
+  if (sse) openStreams++;
+  const reader = response.body.getReader();
+  // The client (here: the gateway) closing the connection cancels the exchange.
+  res.once('close', () => void reader.cancel().catch(() => undefined));
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done || res.destroyed) break;
+      res.write(value);
+    }
+    res.end();
+  } catch {
+    res.destroy();
+  } finally {
+    if (sse) openStreams--;
+  }
+}
+
+const http = createServer((req, res) => {
+  serve(req, res).catch((err: unknown) => {
+    process.stderr.write(`v2 replica ${id}: ${String(err)}\n`);
+    if (!res.headersSent) res.writeHead(500);
+    res.end();
+  });
+});
+http.listen(Number(values.port), '127.0.0.1', () => {
+  const address = http.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  process.stdout.write(`${JSON.stringify({ event: 'listening', id, port, url: `http://127.0.0.1:${port}/mcp`, pid: process.pid })}\n`);
+});
