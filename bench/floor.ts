@@ -2,7 +2,7 @@
  * The floor of any Node.js proxy on this machine, for benchmarks: node:http in front, an undici
  * Pool behind (as the gateway), bodies streamed both ways, nothing else. No routing, no store, no
  * metrics, no cursors: what remains of the gateway's cost above this line is its own work. Headers
- * are filtered and bodies relayed by the gateway's own code (src/headers.ts, src/relay.ts).
+ * are filtered and bodies relayed by the gateway's own code (src/headers.ts, src/streams/relay.ts).
  *
  *   node build/bench/floor.js --port N --upstream http://127.0.0.1:PORT/mcp
  *
@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
 import { endToEnd } from '../src/headers.js';
-import { relay } from '../src/relay.js';
+import { relay } from '../src/streams/relay.js';
 import { isEventStream } from '../src/upstream.js';
 
 const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } });

@@ -7,7 +7,7 @@
  * that refuses or no longer knows the session, a replay that fails) goes back into the facts and
  * the decision is made again: the rule lives here only.
  */
-import type { DecodeResult } from '../cursor.js';
+import type { DecodeResult } from '../cursor/codec.js';
 import type { Health } from '../fleet/health.js';
 import type { IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
 

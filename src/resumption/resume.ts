@@ -6,7 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import type { Config, ReplicaConfig } from '../config/schema.js';
-import type { CursorKeys } from '../cursor-keys.js';
+import type { CursorKeys } from '../cursor/keys.js';
 import { isStoreError, type AnswerCode } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
 import { LAST_EVENT_ID, replicaOnlyHeaders, responseHeadersForClient } from '../headers.js';
@@ -14,7 +14,7 @@ import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { SessionRecord, Store } from '../store/types.js';
-import type { Attachment, SseStreams } from '../streams.js';
+import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';

@@ -11,7 +11,7 @@
  * Nothing half-rewritten is ever sent: a block is forwarded only when complete and recorded; an
  * oversized event, a refused record or a broken replay ends the output where it stands.
  */
-import type { CursorCodec, CursorIssuer } from '../cursor.js';
+import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { responseIds } from '../jsonrpc.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';

@@ -1,6 +1,6 @@
 /**
  * Client -> gateway -> replica on real loopback sockets, for the parts of the gateway that move a
- * response body from the replica to the client (src/relay.ts, src/sse/pipe.ts). The replica's
+ * response body from the replica to the client (src/streams/relay.ts, src/streams/pipe.ts). The replica's
  * response is written by the test; the "gateway" is a bare HTTP server whose handler fetches from
  * the replica with node:http and hands the body and the client's response to the code under
  * test; the client is node:http too, so that it can stop reading (backpressure) or go away.

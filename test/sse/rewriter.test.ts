@@ -1,6 +1,6 @@
 /** The SSE rewriter: cursors for ids, records before release, batches per chunk, replay checks. */
 import t from 'tap';
-import { CursorCodec } from '../../src/cursor.js';
+import { CursorCodec } from '../../src/cursor/codec.js';
 import { SseParser, type SseEvent } from '../../src/sse/parser.js';
 import { SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
 import type { JsonRpcId, RecordResult } from '../../src/store/types.js';

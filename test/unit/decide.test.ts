@@ -1,6 +1,6 @@
 /** The §5 decision table: one case per reason, and the first failing check wins. */
 import t from 'tap';
-import type { DecodeResult } from '../../src/cursor.js';
+import type { DecodeResult } from '../../src/cursor/codec.js';
 import { decide, type ResumptionFacts } from '../../src/resumption/decide.js';
 import type { IncarnationRecord, IncarnationView, SessionRecord } from '../../src/store/types.js';
 

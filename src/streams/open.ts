@@ -1,8 +1,8 @@
 /**
- * The SSE streams open right now (src/streams.ts registers each), by owning replica, so that
+ * The SSE streams open right now (sse-streams.ts registers each), by owning replica, so that
  * shutdown and reloads can end them.
  */
-import type { SsePipe } from './sse/pipe.js';
+import type { SsePipe } from './pipe.js';
 
 export class OpenStreams {
   readonly #open = new Map<SsePipe, string>();

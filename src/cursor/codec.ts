@@ -24,7 +24,7 @@
  */
 
 import { createCipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type Cipher, type KeyObject } from 'node:crypto';
-import { GatewayError } from './errors.js';
+import { GatewayError } from '../errors.js';
 
 export interface CursorFields {
   incarnation: string;

@@ -1,5 +1,5 @@
 /**
- * src/sse/pipe.ts on real loopback sockets: events pass as they arrive, a client that stops
+ * src/streams/pipe.ts on real loopback sockets: events pass as they arrive, a client that stops
  * reading holds the replica back, either end or the gateway ends the other (the gateway with a
  * retry hint first), and a continuation is held back, status line included, until its replay is
  * verified, within a time and a size bound.
@@ -7,8 +7,8 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
-import { CursorCodec } from '../../src/cursor.js';
-import { pipeSse, type PipeEnd, type VerifyFailure } from '../../src/sse/pipe.js';
+import { CursorCodec } from '../../src/cursor/codec.js';
+import { pipeSse, type PipeEnd, type VerifyFailure } from '../../src/streams/pipe.js';
 import { SseRewriter } from '../../src/sse/rewriter.js';
 import { flood, startChain, stoppedReading } from '../helpers/stream-chain.js';
 import { bound, waitFor } from '../helpers/wait.js';

@@ -5,9 +5,9 @@
  * secret with the rest of its data.
  */
 import { randomBytes } from 'node:crypto';
-import { CursorCodec } from './cursor.js';
-import type { Logger } from './logger.js';
-import type { Store } from './store/types.js';
+import { CursorCodec } from './codec.js';
+import type { Logger } from '../logger.js';
+import type { Store } from '../store/types.js';
 
 export class CursorKeys {
   #codec: Promise<CursorCodec> | undefined;

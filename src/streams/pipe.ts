@@ -2,7 +2,7 @@
  * Pipes a replica's SSE body to the client through the rewriter (R5): one chunk at a time (the
  * replica is paused while a chunk's records are written), backpressure from the client's socket,
  * no timeout while open, either side's end ends the other (the reading, backpressure and ending are
- * src/relay.ts's Channel, as for any other body).
+ * relay.ts's Channel, as for any other body).
  *
  * A continuation is held back until the rewriter has verified the replay (§5 check 7): nothing,
  * not even the status line, leaves before that, so a failed replay can still be answered as a new
@@ -10,8 +10,8 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Channel, type Relay } from '../relay.js';
-import type { EndReason, RewriteResult, SseRewriter } from './rewriter.js';
+import { Channel, type Relay } from './relay.js';
+import type { EndReason, RewriteResult, SseRewriter } from '../sse/rewriter.js';
 
 export type PipeEnd = 'upstream_end' | 'upstream_error' | 'client_gone' | 'gateway_end' | 'not_verified' | EndReason;
 export type VerifyFailure = EndReason | 'timeout' | 'too_large' | 'upstream_end' | 'upstream_error' | 'client_gone';

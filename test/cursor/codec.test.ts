@@ -9,7 +9,7 @@ import {
   newIncarnationId,
   type CursorFields,
   type DecodeResult,
-} from '../../src/cursor.js';
+} from '../../src/cursor/codec.js';
 import { GatewayError } from '../../src/errors.js';
 
 const SECRET = 'test-secret-0123456789abcdefghijklmnopqrstuvwxyz';

@@ -4,7 +4,7 @@
  * the replica's does, and the replica's request is closed when the client goes away.
  *
  * `Channel` is that mechanism, once: reads in order, writes with backpressure, settles once.
- * `relay()` passes the bytes as they are; src/sse/pipe.ts passes SSE bodies through the rewriter.
+ * `relay()` passes the bytes as they are; pipe.ts passes SSE bodies through the rewriter.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';

@@ -1,11 +1,11 @@
 /**
- * src/relay.ts on real loopback sockets: a replica's body reaches the client as it arrives, a
+ * src/streams/relay.ts on real loopback sockets: a replica's body reaches the client as it arrives, a
  * client that stops reading holds the replica back instead of filling the gateway's memory, and
  * either end, or the gateway, ends the other.
  */
 import type { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
-import { relay, type Relay, type RelayEnd } from '../../src/relay.js';
+import { relay, type Relay, type RelayEnd } from '../../src/streams/relay.js';
 import { flood, startChain, stoppedReading } from '../helpers/stream-chain.js';
 import { bound, waitFor } from '../helpers/wait.js';
 

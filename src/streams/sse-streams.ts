@@ -5,16 +5,16 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { Config } from './config/schema.js';
-import { newIncarnationId } from './cursor.js';
-import type { CursorKeys } from './cursor-keys.js';
-import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
-import type { OpenStreams } from './open-streams.js';
-import { pipeSse, type PipeEnd, type SsePipeOptions } from './sse/pipe.js';
-import { SseRewriter, type CursorTarget } from './sse/rewriter.js';
-import type { EventBatch, IncarnationKind, JsonRpcId, Store } from './store/types.js';
-import type { UnrecordedRecords } from './streams/unrecorded.js';
+import type { Config } from '../config/schema.js';
+import { newIncarnationId } from '../cursor/codec.js';
+import type { CursorKeys } from '../cursor/keys.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { OpenStreams } from './open.js';
+import { pipeSse, type PipeEnd, type SsePipeOptions } from './pipe.js';
+import { SseRewriter, type CursorTarget } from '../sse/rewriter.js';
+import type { EventBatch, IncarnationKind, JsonRpcId, Store } from '../store/types.js';
+import type { UnrecordedRecords } from './unrecorded.js';
 
 export interface StreamDeps {
   config: () => Config;
@@ -71,7 +71,7 @@ export class SseStreams {
 
   /**
    * The cursors of an attachment: numbered by the codec, recorded in the store before their events
-   * leave (E5) while it answers, and recorded late when it does not (§7, see streams/unrecorded.ts).
+   * leave (E5) while it answers, and recorded late when it does not (§7, see unrecorded.ts).
    */
   async cursors(attachment: Attachment): Promise<CursorTarget> {
     const codec = await this.deps.keys.codec();

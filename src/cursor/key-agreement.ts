@@ -8,10 +8,10 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { CursorKeys } from './cursor-keys.js';
-import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
-import type { Store } from './store/types.js';
+import type { CursorKeys } from './keys.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/types.js';
 
 /** A fingerprint outlives a few missed ticks of its instance, and a stopped instance drops out. */
 const TICKS_ALIVE = 3;
