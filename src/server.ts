@@ -18,7 +18,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { createAnswering } from './routing/answers.js';
 import { createRequestLog } from './routing/request-log.js';
 import { createOriginPolicy } from './cors.js';
-import { createProxy } from './proxy.js';
+import { createProxy } from './routing/proxy.js';
 import { CursorKeys } from './cursor/keys.js';
 import { KeyAgreement } from './cursor/key-agreement.js';
 import { OpenStreams } from './streams/open.js';

@@ -1,0 +1,113 @@
+/**
+ * Forwarding a client's request to a replica, and what a replica's answer tells the fleet and the
+ * store about it: shared by new sessions (R1), session requests (R2 to R4) and resumptions.
+ */
+import type { FastifyRequest } from 'fastify';
+import type { Config, ReplicaConfig } from '../config/schema.js';
+import type { CursorKeys } from '../cursor/keys.js';
+import { describe } from '../errors.js';
+import type { Fleet } from '../fleet/index.js';
+import { requestHeadersForReplica, SESSION_HEADER } from '../headers.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { RecentIds } from '../recent-ids.js';
+import type { SessionRecord, Store } from '../store/types.js';
+import type { SseStreams } from '../streams/sse-streams.js';
+import { describeUpstreamError, replicaPath, type UpstreamAbort, type UpstreamResponse, type Upstreams } from '../upstream.js';
+import type { Answering } from './answers.js';
+import { shortId, type RequestLog } from './request-log.js';
+
+/** Sessions whose loss was logged, remembered so as not to log it again (a few hundred KB at most). */
+const LOST_SESSIONS_REMEMBERED = 4096;
+
+export interface ProxyDeps {
+  config: () => Config;
+  store: Store;
+  fleet: Fleet;
+  upstreams: Upstreams;
+  metrics: Metrics;
+  logger: Logger;
+  streams: SseStreams;
+  keys: CursorKeys;
+  /** Counts each answer and writes its one log line. */
+  requests: RequestLog;
+  /** The gateway's own answers. */
+  answer: Answering;
+}
+
+/** What the gateway adds to a forwarded request and its response. */
+export interface Forwarding {
+  replica: ReplicaConfig;
+  dropRequestHeaders: readonly string[];
+  addRequestHeaders?: Record<string, string>;
+  responseHeaders: Record<string, string>;
+  sessionId: string | undefined;
+  /** The request body, when era classification already parsed it: never parsed twice. */
+  parsedBody?: unknown;
+}
+
+/** A forwarding before its replica is chosen. */
+export type ForwardingPlan = Omit<Forwarding, 'replica' | 'sessionId'>;
+
+export type Forwarder = ReturnType<typeof createForwarder>;
+
+export function createForwarder(deps: ProxyDeps) {
+  const { store, fleet, upstreams, metrics, logger } = deps;
+
+  // Requests of a session in flight when its owner went each find it lost: one line says so.
+  const lostLogged = new RecentIds(LOST_SESSIONS_REMEMBERED);
+
+  /** Marks a session lost in the store; the answer to the client does not wait on it. */
+  function loseSession(record: SessionRecord, why: string): void {
+    fleet.sessionEnded(record.owner, record.sessionId);
+    if (lostLogged.firstTime(record.sessionId)) logger.info({ session: shortId(record.sessionId), replica: record.owner, why }, 'session lost');
+    store.endSession(record.sessionId, 'lost', deps.config().sessions.tombstoneTtlMs).catch((err: unknown) => {
+      logger.warn({ err: describe(err), session: shortId(record.sessionId) }, 'cannot record the session as lost');
+    });
+  }
+
+
+  /**
+   * 502, 503 and 504 say the replica is overloaded or broken (R4: suspected). A 500 is one
+   * request's failure, and any other answer shows the replica is there.
+   */
+  function reportStatus(replicaId: string, status: number): void {
+    if (status >= 502 && status <= 504) fleet.reportSuspect(replicaId, `answered ${status}`);
+    else fleet.reportAnswer(replicaId);
+  }
+
+
+  async function send(request: FastifyRequest, forwarding: Forwarding, signal: UpstreamAbort): Promise<UpstreamResponse> {
+    const headers = requestHeadersForReplica(
+      request.headers,
+      { ip: request.ip, protocol: request.protocol, host: request.headers.host },
+      forwarding.dropRequestHeaders,
+    );
+    Object.assign(headers, forwarding.addRequestHeaders);
+    const end = metrics.upstreamTimer(forwarding.replica.id);
+    const response = await upstreams.send(forwarding.replica, {
+      method: request.method,
+      path: replicaPath(forwarding.replica, request.url),
+      headers,
+      body: request.body as Buffer | undefined,
+      signal,
+    });
+    end();
+    return response;
+  }
+
+
+  /**
+   * The replica created a session that the gateway could not record: no client will ever use it,
+   * so ask the replica to drop it rather than let it hold the session's memory forever.
+   */
+  function discardSession(replica: ReplicaConfig, sessionId: string): void {
+    upstreams
+      .send(replica, { method: 'DELETE', path: replicaPath(replica, ''), headers: { [SESSION_HEADER]: sessionId } })
+      .then((response) => response.body.dump())
+      .catch((err: unknown) => logger.warn({ replica: replica.id, err: describeUpstreamError(err) }, 'cannot discard an unrecorded session'));
+  }
+
+
+  return { loseSession, reportStatus, send, discardSession };
+}

@@ -1,0 +1,71 @@
+/**
+ * R1: a request without a session goes to a replica the balancer picks; the session it creates is
+ * bound to that replica in the store before the answer reaches the client. A connection that
+ * failed before any byte reached a replica is tried on the next; nothing else is retried.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isStoreError } from '../errors.js';
+import { headerValue, SESSION_HEADER } from '../headers.js';
+import { describeUpstreamError, discard, isAbort, isConnectFailure, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
+import { shortId } from './request-log.js';
+import type { Respond } from './respond.js';
+
+export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
+  const { store, fleet, logger, answer } = deps;
+  const { send, reportStatus, discardSession } = forwarder;
+
+  /** R1: a request without a session, to a replica chosen by the balancer. */
+  async function newSession(request: FastifyRequest, reply: FastifyReply, forwarding: ForwardingPlan) {
+    const config = deps.config();
+    const tried = new Set<string>();
+    for (let replica = fleet.pick(tried); replica; replica = fleet.pick(tried)) {
+      tried.add(replica.id);
+      const abort = new UpstreamAbort();
+      const attempt: Forwarding = { ...forwarding, replica, sessionId: undefined };
+      let response: UpstreamResponse;
+      try {
+        response = await send(request, attempt, abort);
+      } catch (err) {
+        if (isAbort(err)) return;
+        if (isConnectFailure(err)) {
+          // Nothing reached this replica: the request may go to another one (R1).
+          logger.warn({ replica: replica.id, err: describeUpstreamError(err) }, 'replica unreachable for a new session; trying another');
+          if (isRefused(err)) await fleet.reportRefused(replica.id);
+          else fleet.reportSuspect(replica.id, describeUpstreamError(err));
+          continue;
+        }
+        fleet.reportSuspect(replica.id, describeUpstreamError(err));
+        return answer(request, reply, 'GW_UPSTREAM_FAILED', { detail: replica.id });
+      }
+      reportStatus(replica.id, response.statusCode);
+      const sessionId = headerValue(response.headers, SESSION_HEADER);
+      if (sessionId !== undefined) {
+        // The binding reaches the store before the response reaches the client (R1).
+        let bound: boolean;
+        try {
+          const ownerEpoch = await fleet.bindingEpoch(replica.id);
+          bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch }, config.sessions.idleTtlMs);
+        } catch (err) {
+          abort.abort();
+          discard(response);
+          discardSession(replica, sessionId);
+          if (!isStoreError(err)) throw err;
+          return answer(request, reply, 'GW_STORE_UNAVAILABLE');
+        }
+        if (!bound) {
+          discard(response);
+          logger.error({ replica: replica.id, session: shortId(sessionId) }, 'replica issued a session id that is already recorded');
+          return answer(request, reply, 'GW_SESSION_ID_CONFLICT');
+        }
+        fleet.sessionSeen(replica.id, sessionId);
+        attempt.sessionId = sessionId;
+      }
+      return respond(request, reply, attempt, response, abort);
+    }
+    return answer(request, reply, 'GW_NO_REPLICA');
+  }
+
+
+  return newSession;
+}

@@ -1,0 +1,75 @@
+/**
+ * The MCP endpoint: routing of CONTRACT.md §3, composed from its parts in this folder. A request
+ * without a session goes to a replica the balancer picks and binds the session it creates (R1,
+ * new-session.ts); every later request of the session goes to its owner (R2 to R4,
+ * session-requests.ts); a GET with Last-Event-ID is a resumption (§5, ../resumption/); the
+ * replica's answer reaches the client through respond.ts, the gateway's own through answers.ts.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { classify, methodLabel } from '../eras/classify.js';
+import { headerValue, LAST_EVENT_ID, SESSION_HEADER } from '../headers.js';
+import { createResumption } from '../resumption/resume.js';
+import { createForwarder, type ForwardingPlan, type ProxyDeps } from './forward.js';
+import { createNewSession } from './new-session.js';
+import { createRespond } from './respond.js';
+import { createSessionRequests } from './session-requests.js';
+
+export type { ProxyDeps } from './forward.js';
+
+export function createProxy(deps: ProxyDeps) {
+  const { store, fleet, metrics, logger, streams, requests, answer } = deps;
+  const forwarder = createForwarder(deps);
+  const { send, loseSession } = forwarder;
+  const respond = createRespond(deps);
+  const newSession = createNewSession(deps, forwarder, respond);
+  const existingSession = createSessionRequests(deps, forwarder, respond);
+
+  const resume = createResumption({
+    config: deps.config,
+    store,
+    fleet,
+    keys: deps.keys,
+    streams,
+    metrics,
+    logger,
+    requests,
+    send: (request, replica, extra, signal) =>
+      send(request, { replica, dropRequestHeaders: [LAST_EVENT_ID], addRequestHeaders: extra, responseHeaders: {}, sessionId: undefined }, signal),
+    answer,
+    loseSession,
+  });
+
+
+  return async function proxy(request: FastifyRequest, reply: FastifyReply) {
+    const forwarding: ForwardingPlan = { dropRequestHeaders: [], responseHeaders: {} };
+    const lastEventId = headerValue(request.headers, LAST_EVENT_ID);
+    if (request.method === 'POST' && lastEventId !== undefined) {
+      // §5: resumption is only ever a GET. A cursor on a POST (a client carrying one over from
+      // the legacy SSE transport) is removed, never treated as a resumption of anything.
+      forwarding.dropRequestHeaders = [LAST_EVENT_ID];
+      if (lastEventId !== '') {
+        forwarding.responseHeaders = { 'mcp-resumption': 'stripped', 'mcp-resumption-reason': 'post_request' };
+      }
+    }
+    const era = classify(request.method, request.headers, request.body);
+    if (era.kind !== 'legacy') {
+      metrics.modernRequests.inc({ mcp_method: methodLabel(era.message.method), outcome: era.kind === 'mismatch' ? 'header_mismatch' : 'forwarded' });
+      if (era.kind === 'mismatch') {
+        const data = { mismatch: { header: era.header, body: era.why } };
+        return answer(request, reply, 'GW_HEADER_MISMATCH', { detail: era.why, data, id: era.message.id });
+      }
+      // M1: no session, whatever Mcp-Session-Id says; M3: sessionless, the answer is never an
+      // incarnation, so never held open or journaled.
+      return newSession(request, reply, forwarding);
+    }
+    forwarding.parsedBody = era.parsed;
+    const sessionId = headerValue(request.headers, SESSION_HEADER);
+    if (request.method === 'GET' && lastEventId) return resume(request, reply, sessionId, lastEventId);
+    if (request.method === 'GET' && lastEventId === '') {
+      // §5: an empty Last-Event-ID counts as none: a plain GET, and the replica never sees it.
+      forwarding.dropRequestHeaders = [LAST_EVENT_ID];
+    }
+    if (sessionId === undefined) return newSession(request, reply, forwarding);
+    return existingSession(request, reply, sessionId, forwarding);
+  };
+}

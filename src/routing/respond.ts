@@ -1,0 +1,89 @@
+/**
+ * Respond: a replica's answer on its way to the client, with the gateway's own headers added. An
+ * SSE answer becomes an incarnation whose events carry cursors recorded in the store (E1, E5).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isStoreError } from '../errors.js';
+import { replicaOnlyHeaders, responseHeadersForClient } from '../headers.js';
+import { parsedRequestIds, requestIds } from '../jsonrpc.js';
+import type { CursorTarget } from '../sse/rewriter.js';
+import { relay } from '../streams/relay.js';
+import type { Attachment } from '../streams/sse-streams.js';
+import { discard, isEventStream, type UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import type { Forwarding, ProxyDeps } from './forward.js';
+import { shortId } from './request-log.js';
+
+export type Respond = ReturnType<typeof createRespond>;
+
+export function createRespond(deps: ProxyDeps) {
+  const { logger, streams, requests, answer } = deps;
+
+  /** Streams the replica's answer to the client, with the gateway's own headers added. */
+  async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: UpstreamAbort) {
+    const { replica, sessionId } = forwarding;
+    const res = reply.raw;
+    const sse = isEventStream(response);
+    const headers = responseHeadersForClient(response.headers, replicaOnlyHeaders(deps.config()));
+    Object.assign(headers, forwarding.responseHeaders);
+    // Counted where the marked answer leaves: a request never forwarded (404, 503) is not stripped.
+    if (forwarding.responseHeaders['mcp-resumption'] === 'stripped') requests.resumption(request, 'stripped', 'post_request');
+    if (!sse) {
+      requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
+      reply.hijack();
+      res.once('close', () => {
+        if (!res.writableFinished) abort.abort();
+      });
+      res.writeHead(response.statusCode, headers);
+      const stream = relay(response.body, res);
+      void stream.done.then((how) => requests.ended(request, reply, how));
+      return;
+    }
+
+    // E1, E5: the stream becomes an incarnation whose events carry cursors recorded in the store.
+    const kind = request.method === 'GET' ? 'get' : 'post';
+    const calls = kind !== 'post' ? undefined : forwarding.parsedBody !== undefined ? parsedRequestIds(forwarding.parsedBody) : requestIds(request.body);
+    let attachment: Attachment | undefined;
+    let cursors: CursorTarget | undefined;
+    if (sessionId !== undefined) {
+      try {
+        // A GET supersedes the session's earlier GET streams now (E4); a POST stream is recorded
+        // with its first events.
+        attachment =
+          kind === 'get'
+            ? await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })
+            : streams.lazyIncarnation(sessionId, replica.id, calls ?? []);
+        cursors = await streams.cursors(attachment);
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+        if (kind === 'get') {
+          // A GET has no effect to lose: the client retries once the store answers.
+          abort.abort();
+          discard(response);
+          return answer(request, reply, 'GW_STORE_UNAVAILABLE');
+        }
+        // The POST ran on the replica: its answer must reach the client, without cursors. Only when
+        // no cursor key can be had (no cursor.secret, and the store never answered to agree one):
+        // records themselves wait for the store (streams/unrecorded.ts).
+        logger.warn({ replica: replica.id, session: shortId(sessionId) }, 'store unavailable: this POST stream is not resumable');
+        attachment = undefined;
+        cursors = undefined;
+      }
+    }
+    requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
+    reply.hijack();
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    const rewriter = streams.rewriter(cursors, 0, calls ? { calls } : {});
+    // Proxies in front of the gateway must not buffer the stream either.
+    headers['x-accel-buffering'] = 'no';
+    const start = () => {
+      res.writeHead(response.statusCode, headers);
+    };
+    const how = await streams.pipe({ body: response.body, res, replica: replica.id, start }, rewriter, attachment);
+    requests.ended(request, reply, how);
+  }
+
+
+  return respond;
+}

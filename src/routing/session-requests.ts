@@ -1,0 +1,81 @@
+/**
+ * R2 to R4: a request of an existing session goes to its owner and nowhere else; a session the
+ * store does not hold as active gets 404 (R3); an owner that is gone ends its sessions as lost, one
+ * that only misbehaves gets 503 (R4); a 2xx to DELETE ends the session.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { describe, isStoreError } from '../errors.js';
+import type { SessionRecord } from '../store/types.js';
+import { describeUpstreamError, isAbort, isConnectFailure, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
+import { shortId } from './request-log.js';
+import type { Respond } from './respond.js';
+
+export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
+  const { store, fleet, logger, answer } = deps;
+  const { send, reportStatus, loseSession } = forwarder;
+
+  /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
+  async function existingSession(request: FastifyRequest, reply: FastifyReply, sessionId: string, forwarding: ForwardingPlan) {
+    const config = deps.config();
+    let record: SessionRecord | null;
+    try {
+      record = await store.touchSession(sessionId, config.sessions.idleTtlMs);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return answer(request, reply, 'GW_STORE_UNAVAILABLE');
+    }
+    if (!record || record.state !== 'active') return answer(request, reply, 'GW_SESSION_NOT_FOUND');
+    const replica = fleet.get(record.owner);
+    let gone: boolean;
+    try {
+      gone = await fleet.ownerGone(record);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return answer(request, reply, 'GW_STORE_UNAVAILABLE');
+    }
+    if (!replica || gone) {
+      loseSession(record, replica ? 'owner gone' : 'owner removed from the configuration');
+      return answer(request, reply, 'GW_SESSION_NOT_FOUND');
+    }
+    if (fleet.health(record.owner) === 'suspect') {
+      // R4: a misbehaving owner keeps its sessions; the client retries once it answers again.
+      return answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: record.owner });
+    }
+    const attempt: Forwarding = { ...forwarding, replica, sessionId };
+    const abort = new UpstreamAbort();
+    let response: UpstreamResponse;
+    try {
+      response = await send(request, attempt, abort);
+    } catch (err) {
+      if (isAbort(err)) return;
+      if (isRefused(err)) {
+        // R4: nothing listens where the owner was; its sessions are gone with it.
+        await fleet.reportRefused(record.owner);
+        loseSession(record, 'owner refused the connection');
+        return answer(request, reply, 'GW_SESSION_NOT_FOUND');
+      }
+      // Never retried elsewhere: the session lives on its owner only (R1, R2).
+      fleet.reportSuspect(record.owner, describeUpstreamError(err));
+      return answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: record.owner });
+    }
+    reportStatus(record.owner, response.statusCode);
+    fleet.sessionSeen(record.owner, sessionId);
+    if (response.statusCode === 404) {
+      // R4: the owner no longer knows the session (a restarted replica answers so).
+      loseSession(record, 'owner answered 404');
+    } else if (request.method === 'DELETE' && response.statusCode >= 200 && response.statusCode < 300) {
+      fleet.sessionEnded(record.owner, sessionId);
+      try {
+        await store.endSession(sessionId, 'terminated', config.sessions.tombstoneTtlMs);
+      } catch (err) {
+        // The replica ended the session; if the store missed it, the owner's 404 ends it later.
+        logger.warn({ err: describe(err), session: shortId(sessionId) }, 'cannot record the session as terminated');
+      }
+    }
+    return respond(request, reply, attempt, response, abort);
+  }
+
+
+  return existingSession;
+}
