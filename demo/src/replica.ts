@@ -1,10 +1,12 @@
 /**
  * The demo replica: a real MCP server on the SDK's Streamable HTTP transport, one transport and one
- * McpServer per session, every stream resumable through a bounded event log. The gateway's tests,
- * demo and container image run it; the gateway itself must not depend on anything here that a
- * plain SDK server lacks (such as /healthz).
+ * McpServer per session, every stream resumable through a bounded event log; or, with
+ * `--no-event-store`, the SDK's default server that keeps none (its events carry no ids and it
+ * cannot replay: what most MCP servers are). The gateway's tests, demo and container image run it;
+ * the gateway itself must not depend on anything here that a plain SDK server lacks (such as
+ * /healthz).
  *
- *   node demo/dist/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000]
+ *   node demo/dist/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000 | --no-event-store]
  *
  * prints one JSON line `{"event":"listening",...}` on stdout and nothing else there.
  *
@@ -31,6 +33,8 @@ export interface ReplicaOptions {
   port?: number;
   /** Bound of the event log shared by all sessions. */
   maxEvents?: number;
+  /** false: no event log at all, the SDK's default (default true). */
+  eventStore?: boolean;
   /** Answer POSTs with JSON instead of an SSE stream (no POST streams to resume then). */
   enableJsonResponse?: boolean;
 }
@@ -41,8 +45,13 @@ export interface Replica {
   port: number;
   close(): Promise<void>;
   sessions(): number;
-  events: BoundedEventStore;
+  /** The event log; undefined when the replica keeps none (eventStore: false). */
+  events: BoundedEventStore | undefined;
+  /** Calls of each tool so far, all sessions together: started, and answered with a result. */
+  toolCalls(): ToolCalls;
 }
+
+export type ToolCalls = Record<string, { started: number; finished: number }>;
 
 const MCP_PATH = '/mcp';
 const DEFAULT_MAX_EVENTS = 10_000;
@@ -51,11 +60,14 @@ const MAX_STEPS = 10_000;
 const MAX_INTERVAL_MS = 60_000;
 
 export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
-  const { id, host = '127.0.0.1', port = 0, enableJsonResponse = false } = opts;
-  const events = new BoundedEventStore({ maxEvents: opts.maxEvents ?? DEFAULT_MAX_EVENTS });
+  const { id, host = '127.0.0.1', port = 0, enableJsonResponse = false, eventStore = true } = opts;
+  if (!eventStore && opts.maxEvents !== undefined) throw new RangeError('maxEvents bounds an event log: a replica without one takes none');
+  const events = eventStore ? new BoundedEventStore({ maxEvents: opts.maxEvents ?? DEFAULT_MAX_EVENTS }) : undefined;
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   // Side-effect counter of the `counter` tool: per replica, which is per process when run as a CLI.
   const counter = { value: 0 };
+  // How often each tool ran: a test can tell a call that ran once from one that a retry ran twice.
+  const toolCalls: ToolCalls = {};
 
   // GET requests open on the MCP path (SSE streams): /healthz says, so that a test can wait until
   // a stream closed before resuming it (the SDK answers 409 while it still holds the stream).
@@ -66,7 +78,7 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
     const sessionId = randomUUID();
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => sessionId,
-      eventStore: events.scoped(sessionId),
+      ...(events && { eventStore: events.scoped(sessionId) }),
       enableJsonResponse,
       onsessioninitialized: (sid) => {
         sessions.set(sid, transport);
@@ -76,7 +88,7 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
     transport.onclose = () => {
       sessions.delete(sessionId);
     };
-    await buildMcpServer(id, counter).connect(transport);
+    await buildMcpServer(id, counter, toolCalls).connect(transport);
     return transport;
   }
 
@@ -104,9 +116,10 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
 
   function handleDemo(req: IncomingMessage, res: ServerResponse, url: URL): void {
     if (url.pathname === '/healthz' && req.method === 'GET') {
-      return sendJson(res, 200, { replica: id, sessions: sessions.size, getStreams });
+      return sendJson(res, 200, { replica: id, sessions: sessions.size, getStreams, eventStore, toolCalls });
     }
     if (url.pathname === '/_demo/trim' && req.method === 'POST') {
+      if (events === undefined) return sendJson(res, 409, { error: 'this replica keeps no event log (--no-event-store)' });
       const keep = Number(url.searchParams.get('keep') ?? Number.NaN);
       if (!Number.isInteger(keep) || keep < 0) {
         return sendJson(res, 400, { error: 'keep must be a non-negative integer' });
@@ -146,6 +159,7 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
     port: actualPort,
     events,
     sessions: () => sessions.size,
+    toolCalls: () => structuredClone(toolCalls),
     close: () => {
       closing ??= (async () => {
         // Closing a transport ends its SSE streams and aborts its running tool calls.
@@ -159,31 +173,42 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
   };
 }
 
-function buildMcpServer(replica: string, counter: { value: number }): McpServer {
+function buildMcpServer(replica: string, counter: { value: number }, toolCalls: ToolCalls): McpServer {
   const mcp = new McpServer({ name: 'mcp-resume-gateway-demo', version: '0.1.0' }, { capabilities: { logging: {} } });
+  // Every tool is counted when it starts and when it answers (a call aborted midway only starts).
+  const register: McpServer['registerTool'] = (name, config, cb) => {
+    const calls = (toolCalls[name] = { started: 0, finished: 0 });
+    const counted = async (...args: unknown[]) => {
+      calls.started++;
+      const result = await (cb as (...a: unknown[]) => unknown)(...args);
+      calls.finished++;
+      return result;
+    };
+    return mcp.registerTool(name, config, counted as typeof cb);
+  };
   const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
   const steps = z.number().int().min(0).max(MAX_STEPS);
   const intervalMs = z.number().int().min(0).max(MAX_INTERVAL_MS);
 
-  mcp.registerTool(
+  register(
     'whoami',
     { description: 'The id of the replica that serves this session.', outputSchema: { replica: z.string() } },
     async () => ({ ...text(replica), structuredContent: { replica } }),
   );
 
-  mcp.registerTool(
+  register(
     'counter',
     { description: 'Increments the replica-wide side-effect counter; returns the new value.' },
     async () => text(String(++counter.value)),
   );
 
-  mcp.registerTool(
+  register(
     'counter_value',
     { description: 'The replica-wide side-effect counter, unchanged.' },
     async () => text(String(counter.value)),
   );
 
-  mcp.registerTool(
+  register(
     'progress',
     {
       description: 'Sends notifications/progress every intervalMs, steps times, then answers.',
@@ -204,7 +229,7 @@ function buildMcpServer(replica: string, counter: { value: number }): McpServer 
     },
   );
 
-  mcp.registerTool(
+  register(
     'emit',
     {
       description:
@@ -225,7 +250,7 @@ function buildMcpServer(replica: string, counter: { value: number }): McpServer 
     },
   );
 
-  mcp.registerTool(
+  register(
     'request_headers',
     {
       description: 'The HTTP headers of the request that carried this call, as JSON (names in lower case).',
@@ -240,7 +265,7 @@ function buildMcpServer(replica: string, counter: { value: number }): McpServer 
     },
   );
 
-  mcp.registerTool(
+  register(
     'echo',
     { description: 'Answers with its input.', inputSchema: { text: z.string() } },
     async (args) => text(args.text),
@@ -263,9 +288,11 @@ const USAGE = `usage: node demo/dist/replica.js --id ID [options]
   --port N            port to listen on (default: 0, any free port; the listening line names it)
   --max-events N      events kept for resumption, all sessions together (default: ${DEFAULT_MAX_EVENTS});
                       a reconnect from an event no longer kept is refused, never replayed in part
+  --no-event-store    keep no event log, as the SDK's default server: events carry no ids, a
+                      dropped stream cannot be replayed (a gateway journal can make it resumable)
   -h, --help          this text
 
-Prints one JSON line {"event":"listening","id","url","port","pid"} on stdout once it listens,
+Prints one JSON line {"event":"listening","id","url","port","pid","eventStore"} on stdout once it listens,
 and nothing else there. SIGTERM or SIGINT closes it and exits 0.`;
 
 async function main(): Promise<void> {
@@ -274,7 +301,8 @@ async function main(): Promise<void> {
       id: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '0' },
-      'max-events': { type: 'string', default: String(DEFAULT_MAX_EVENTS) },
+      'max-events': { type: 'string' },
+      'no-event-store': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -284,13 +312,15 @@ async function main(): Promise<void> {
     return;
   }
   const port = Number(values.port);
-  const maxEvents = Number(values['max-events']);
+  const maxEvents = values['max-events'] === undefined ? undefined : Number(values['max-events']);
+  const eventStore = !values['no-event-store'];
   if (!values.id) throw new Error('--id is required (--help lists the options)');
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad --port ${values.port}`);
-  if (!Number.isInteger(maxEvents) || maxEvents < 1) throw new Error(`bad --max-events ${values['max-events']}`);
+  if (maxEvents !== undefined && (!Number.isInteger(maxEvents) || maxEvents < 1)) throw new Error(`bad --max-events ${values['max-events']}`);
+  if (maxEvents !== undefined && !eventStore) throw new Error('--max-events bounds the event log that --no-event-store turns off: give one of them');
 
-  const replica = await startReplica({ id: values.id, host: values.host, port, maxEvents });
-  const line = { event: 'listening', id: replica.id, url: replica.url, port: replica.port, pid: process.pid };
+  const replica = await startReplica({ id: values.id, host: values.host, port, eventStore, ...(maxEvents !== undefined && { maxEvents }) });
+  const line = { event: 'listening', id: replica.id, url: replica.url, port: replica.port, pid: process.pid, eventStore };
   process.stdout.write(`${JSON.stringify(line)}\n`);
 
   const stop = () => {

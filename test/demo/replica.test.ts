@@ -10,7 +10,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { startReplica, type Replica } from '../../demo/src/replica.js';
 import { spawnProcess } from '../helpers/processes.js';
-import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
+import { spawnReplica, spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
 
 interface SseEvent {
   id?: string;
@@ -170,6 +170,12 @@ t.test('progress notifications reach onprogress; a cancelled call stops', async 
   });
   await t.rejects(cancelled, 'the cancelled call fails instead of running 50 s');
   t.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'still here' } })), 'still here');
+
+  t.same(r.toolCalls()['progress'], { started: 2, finished: 1 }, 'each run counted once when it starts, once when it answers');
+  t.same(r.toolCalls()['echo'], { started: 1, finished: 1 });
+  t.same(r.toolCalls()['whoami'], { started: 0, finished: 0 }, 'every tool is listed, called or not');
+  const health = (await (await fetch(new URL('/healthz', r.url))).json()) as { toolCalls: unknown };
+  t.same(health.toolCalls, r.toolCalls(), '/healthz says the same');
 });
 
 t.test('emit reaches the notification handler from the GET stream and from the request stream', async (t) => {
@@ -299,6 +305,41 @@ t.test("a POST stream resumes from its priming event; another session's id is re
   await foreign.text();
 });
 
+t.test('without an event store: no ids, no priming event, nothing replayed, 409 to a second GET', async (t) => {
+  const r = await replica(t, { eventStore: false });
+  t.equal(r.events, undefined);
+  const s = await rawSession(r.url);
+
+  const events = await s.call('progress', { steps: 2, intervalMs: 0 }, { progressToken: 'p' });
+  t.same(events.map((e) => (JSON.parse(e.data) as { method?: string }).method ?? 'result'), [
+    'notifications/progress',
+    'notifications/progress',
+    'result',
+  ], 'no priming event on the POST stream');
+  t.same(events.filter((e) => e.id !== undefined), [], 'no event carries an id');
+
+  const aborts = new AbortController();
+  t.teardown(() => aborts.abort());
+  const first = await s.get(undefined, aborts.signal);
+  t.equal(first.status, 200);
+  const live = sseEvents(first.body as ReadableStream<Uint8Array>);
+  await s.call('emit', { count: 2, intervalMs: 0, stream: 'get' });
+  const onGet = await take(live, 2);
+  t.same(onGet.map(seqOf), [1, 2]);
+  t.same(onGet.map((e) => e.id), [undefined, undefined], 'nor on the GET stream');
+
+  const second = await s.get('any-id');
+  t.equal(second.status, 409, 'a second GET, Last-Event-ID or not, is refused while the first is open');
+  await second.text();
+
+  const trim = await fetch(new URL('/_demo/trim?keep=0', r.url), { method: 'POST' });
+  t.equal(trim.status, 409);
+  t.same(await trim.json(), { error: 'this replica keeps no event log (--no-event-store)' });
+  t.match(await (await fetch(new URL('/healthz', r.url))).json(), { eventStore: false });
+
+  await t.rejects(startReplica({ id: 'x', eventStore: false, maxEvents: 5 }), RangeError, 'a bound for a log it does not keep is refused');
+});
+
 t.test('JSON response mode answers POSTs with JSON', async (t) => {
   const r = await replica(t, { id: 'json-1', enableJsonResponse: true });
   const { client } = await sdkClient(t, r.url);
@@ -374,13 +415,25 @@ t.test('the command line: --help lists every option and exits 0; a missing --id 
     const r = await runReplicaProgram(t, [flag]);
     t.equal(r.code, 0, `${flag}: exit 0`);
     t.match(r.stdout, /^usage: node demo\/dist\/replica\.js --id ID/, `${flag}: usage on stdout`);
-    for (const option of ['--id ID', '--host HOST', '--port N', '--max-events N', '-h, --help']) t.match(r.stdout, option, `${flag} lists ${option}`);
+    for (const option of ['--id ID', '--host HOST', '--port N', '--max-events N', '--no-event-store', '-h, --help']) t.match(r.stdout, option, `${flag} lists ${option}`);
     t.equal(r.stderr, '', `${flag}: nothing on stderr`);
   }
   const missing = await runReplicaProgram(t, ['--port', '0']);
   t.equal(missing.code, 1, 'no --id: exit 1');
   t.equal(missing.stdout, '', 'no --id: no listening line');
   t.equal(missing.stderr, 'replica: --id is required (--help lists the options)\n');
+  const both = await runReplicaProgram(t, ['--id', 'x', '--no-event-store', '--max-events', '5']);
+  t.equal(both.code, 1, '--max-events with --no-event-store: exit 1');
+  t.equal(both.stderr, 'replica: --max-events bounds the event log that --no-event-store turns off: give one of them\n');
+});
+
+t.test('as a child process with --no-event-store: it says so, and keeps no log', async (t) => {
+  const child = await spawnReplica(t, { id: 'n1', eventStore: false });
+  const health = (await (await fetch(new URL('/healthz', child.url))).json()) as { eventStore: boolean };
+  t.equal(health.eventStore, false);
+  const s = await rawSession(child.url);
+  const events = await s.call('echo', { text: 'x' });
+  t.same(events.map((e) => e.id), [undefined], 'the answer carries no id');
 });
 
 t.test("the demo's dependencies are its own: the gateway's runtime set holds neither the SDK nor zod", async (t) => {

@@ -14,6 +14,8 @@ export interface ReplicaProcessOptions {
   /** 0 (the default) lets the replica pick; restarts reuse whatever it picked. */
   port?: number;
   maxEvents?: number;
+  /** false: the replica keeps no event log (--no-event-store), like the SDK's default server. */
+  eventStore?: boolean;
 }
 
 export interface ReplicaProcess {
@@ -35,7 +37,7 @@ export type { Teardown } from './processes.js';
 export async function spawnReplicas(
   t: Teardown,
   count: number,
-  opts: { idPrefix?: string; host?: string; maxEvents?: number } = {},
+  opts: { idPrefix?: string; host?: string; maxEvents?: number; eventStore?: boolean } = {},
 ): Promise<ReplicaProcess[]> {
   const { idPrefix = 'r', ...rest } = opts;
   return Promise.all(Array.from({ length: count }, (_, i) => spawnReplica(t, { ...rest, id: `${idPrefix}${i + 1}` })));
@@ -74,6 +76,7 @@ async function launch(t: Teardown, opts: ReplicaProcessOptions & { port: number 
   const args = [REPLICA_JS, '--id', opts.id, '--port', String(opts.port)];
   if (opts.host !== undefined) args.push('--host', opts.host);
   if (opts.maxEvents !== undefined) args.push('--max-events', String(opts.maxEvents));
+  if (opts.eventStore === false) args.push('--no-event-store');
   const proc = spawnProcess(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], t });
   try {
     const listening = await readyLine(proc, `replica ${opts.id}`, (line) => {
