@@ -201,6 +201,39 @@ export const ConfigSchema = Type.Object(
           description:
             'largest replay held back while it is checked (nothing is sent before every replayed event is verified); a larger one is a gap',
         }),
+        journal: Type.Object(
+          {
+            enabled: Type.Boolean({
+              default: true,
+              description:
+                "the gateway's own event journal (CONTRACT.md §8, docs/journal.md): every event of a stream gets a cursor and its bytes are kept in the store, a stream whose client went away is held open, and a continuation is served from the journal through any instance; false: only the owner's own log replays (§5)",
+            }),
+            maxEvents: Type.Integer({
+              minimum: 1,
+              default: 1000,
+              description:
+                'events journaled per stream incarnation: the oldest go first, and a cursor older than the journal window is a gap',
+            }),
+            maxBytes: Type.Integer({
+              minimum: 1024,
+              default: 1024 * 1024,
+              description:
+                'bytes journaled per stream incarnation (the events as sent, without their id lines): the oldest events go first, the newest is always kept',
+            }),
+            holdMs: Millis(
+              'how long a GET stream whose client went away is held open, still read and journaled, waiting for the client to continue (extended while a client is attached through another instance); a POST stream is held until its responses have passed',
+              60_000,
+              1000,
+            ),
+            maxHeld: Type.Integer({
+              minimum: 0,
+              default: 1000,
+              description:
+                'streams this instance holds open at once without a client; past it the one held longest is released (0: none is held)',
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

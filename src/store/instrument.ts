@@ -6,7 +6,8 @@
 import type { Metrics } from '../metrics.js';
 import type { Store } from './types.js';
 
-const UNTIMED = new Set<PropertyKey>(['close']);
+/** close is not an operation on the data; watchJournal is synchronous and touches nothing. */
+const UNTIMED = new Set<PropertyKey>(['close', 'watchJournal']);
 
 export function instrumentStore(store: Store, metrics: Metrics): Store {
   const wrappers = new Map<PropertyKey, unknown>();

@@ -6,11 +6,14 @@
  */
 
 import { StoreError } from '../errors.js';
+import { EventEmitter } from 'node:events';
 import type {
   EventBatch,
   IncarnationKind,
   IncarnationRecord,
   IncarnationView,
+  JournalNote,
+  JournalRead,
   JsonRpcId,
   NewIncarnation,
   NewSession,
@@ -45,6 +48,15 @@ interface IncarnationEntry {
   pending: JsonRpcId[];
   /** Upstream ids of positions base..head (index = seq - base); position 0 has none. */
   ids: (string | null)[];
+  /** Journaled bytes of positions base..head (index = seq - base); null where none. */
+  payloads: (string | null)[];
+  /** Sum of the UTF-8 lengths of `payloads`. */
+  journalBytes: number;
+  /** The highest position recorded without its bytes (0: none): only later ones can be read. */
+  unjournaled: number;
+  pump: string;
+  pumpUntil: number;
+  tailUntil: number;
   expiresAt: number;
 }
 
@@ -59,6 +71,9 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   let secret: string | undefined;
   const fingerprints = new Map<string, { fingerprint: string; expiresAt: number }>();
   let closed = false;
+  /** watchJournal's listeners, by incarnationKey(): notes are delivered in this process only. */
+  const notes = new EventEmitter();
+  notes.setMaxListeners(0);
 
   // Unref'd so that an open store never keeps the process alive on its own.
   const sweeper = setInterval(sweep, opts.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
@@ -110,6 +125,12 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       attach: 1,
       pending: [...(fields.pending ?? [])],
       ids: [null],
+      payloads: [null],
+      journalBytes: 0,
+      unjournaled: 0,
+      pump: '',
+      pumpUntil: 0,
+      tailUntil: 0,
       expiresAt: now() + ttlMs,
     };
     incarnations.set(incarnationKey(sessionId, incarnationId), entry);
@@ -132,22 +153,21 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
 
   /** A live incarnation as readIncarnation returns it, shared with attachIncarnation. */
   function view(sessionId: string, incarnationId: string, entry: IncarnationEntry, afterSeq: number): IncarnationView {
-    const record: IncarnationRecord = Object.freeze({
-      id: incarnationId,
-      sessionId: entry.sessionId,
-      owner: entry.owner,
-      kind: entry.kind,
-      state: entry.state,
-      head: entry.head,
-      base: entry.base,
-      attach: entry.attach,
-      pending: Object.freeze([...entry.pending]),
-    });
+    const record = toRecord(incarnationId, entry);
     const currentGet = live(sessionId)?.getInc;
     const recorded = Number.isSafeInteger(afterSeq) && afterSeq >= entry.base && afterSeq <= entry.head;
     if (!recorded) return { record, currentGet, after: [], at: undefined };
     const index = afterSeq - entry.base;
     return { record, currentGet, after: entry.ids.slice(index + 1), at: entry.ids[index] };
+  }
+
+  /**
+   * Delivers a note to this process's watchers after the operation has returned, as a note from
+   * Redis arrives: a listener never runs inside a store operation.
+   */
+  function note(sessionId: string, incarnationId: string, journalNote: JournalNote): void {
+    const key = incarnationKey(sessionId, incarnationId);
+    if (notes.listenerCount(key) > 0) queueMicrotask(() => notes.emit(key, journalNote));
   }
 
   /** Same failure surface as the Redis store: a closed store rejects every operation. */
@@ -219,7 +239,11 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       createIncarnation(sessionId, id, incarnation, ttlMs);
       if (incarnation.supersede) {
         const session = live(sessionId);
-        if (session !== undefined) session.getInc = id;
+        if (session !== undefined) {
+          const previous = session.getInc;
+          session.getInc = id;
+          if (previous !== undefined && previous !== id) note(sessionId, previous, { kind: 'superseded' });
+        }
       }
     },
 
@@ -237,35 +261,48 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       return { attach: entry.attach, view: view(sessionId, incarnationId, entry, afterSeq) };
     },
 
-    async recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
+    async recordEvents(
+      sessionId: string,
+      incarnationId: string,
+      batch: EventBatch,
+      maxPositions: number,
+      ttlMs: number,
+      maxJournalBytes?: number,
+    ): Promise<RecordResult> {
       assertOpen('recordEvents');
-      if (batch.create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
-        // Only the first batch of the first attachment may create its incarnation.
-        throw new StoreError('recordEvents', { cause: new Error('a batch with create must be attach 1 and fromSeq 1') });
-      }
-      if (batch.upstreamIds.some((id) => id !== null && id.includes('\n'))) {
-        // As the Redis store, which sends the ids joined by LF.
-        throw new StoreError('recordEvents', { cause: new Error('an upstream id contains LF') });
-      }
+      checkBatch(batch);
       let entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined && batch.create !== undefined) entry = createIncarnation(sessionId, incarnationId, batch.create, ttlMs);
       if (entry === undefined) return 'missing';
       // A closed incarnation promised that nothing follows; a stale writer must not break that.
       if (entry.state !== 'open' || batch.attach !== entry.attach) return 'stale';
       if (batch.fromSeq !== entry.head + 1) return alreadyRecorded(entry, batch) ? 'ok' : 'stale';
-      for (const id of batch.upstreamIds) entry.ids.push(id === '' ? null : id);
+      const { payloads } = batch;
+      for (const [i, id] of batch.upstreamIds.entries()) {
+        entry.ids.push(id === '' ? null : id);
+        const payload = payloads?.[i] ?? null;
+        entry.payloads.push(payload);
+        if (payload !== null) entry.journalBytes += Buffer.byteLength(payload);
+      }
       entry.head += batch.upstreamIds.length;
+      if (payloads === undefined && batch.upstreamIds.length > 0) {
+        // Nothing up to here can be read from the journal any more: its bytes are dropped, as Redis drops its list.
+        entry.unjournaled = entry.head;
+        entry.payloads.fill(null);
+        entry.journalBytes = 0;
+      }
       for (const id of batch.responded) {
         // One response settles one request: === keeps 1 and "1" apart, as JSON-RPC does.
         const index = entry.pending.indexOf(id);
         if (index !== -1) entry.pending.splice(index, 1);
       }
-      const excess = entry.ids.length - keptPositions(maxPositions);
-      if (excess > 0) {
-        entry.ids.splice(0, excess);
-        entry.base += excess;
+      trim(entry, keptPositions(maxPositions), maxJournalBytes ?? Infinity);
+      if (batch.pump !== undefined) {
+        entry.pump = batch.pump.instanceId;
+        entry.pumpUntil = now() + batch.pump.leaseMs;
       }
       entry.expiresAt = now() + ttlMs;
+      if (payloads !== undefined && payloads.length > 0) note(sessionId, incarnationId, { kind: 'head', head: entry.head });
       return 'ok';
     },
 
@@ -277,7 +314,42 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     async closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
       assertOpen('closeIncarnation');
       const entry = liveIncarnation(sessionId, incarnationId);
-      if (entry !== undefined) entry.state = 'closed';
+      if (entry === undefined) return;
+      entry.state = 'closed';
+      note(sessionId, incarnationId, { kind: 'closed' });
+    },
+
+    async readJournal(sessionId: string, incarnationId: string, afterSeq: number, limit: number): Promise<JournalRead | null> {
+      assertOpen('readJournal');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined) return null;
+      const [first, last] = journalRange(entry, afterSeq, limit);
+      const events: { seq: number; payload: string }[] = [];
+      for (let seq = first; seq <= last; seq++) events.push({ seq, payload: entry.payloads[seq - entry.base] ?? '' });
+      return { record: toRecord(incarnationId, entry), events };
+    },
+
+    watchJournal(sessionId: string, incarnationId: string, listener: (note: JournalNote) => void): () => void {
+      const key = incarnationKey(sessionId, incarnationId);
+      notes.on(key, listener);
+      return () => {
+        notes.off(key, listener);
+      };
+    },
+
+    async touchTail(sessionId: string, incarnationId: string, leaseMs: number): Promise<void> {
+      assertOpen('touchTail');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      // Two tailing instances: the later lease stands.
+      if (entry !== undefined) entry.tailUntil = Math.max(entry.tailUntil, now() + leaseMs);
+    },
+
+    async releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void> {
+      assertOpen('releasePump');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined || entry.pump !== instanceId) return;
+      entry.pump = '';
+      entry.pumpUntil = 0;
     },
 
     async touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void> {
@@ -311,6 +383,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     async close(): Promise<void> {
       closed = true;
       clearInterval(sweeper);
+      notes.removeAllListeners();
     },
   };
 }
@@ -324,9 +397,80 @@ function keptPositions(maxPositions: number): number {
   return Math.max(1, Math.floor(maxPositions));
 }
 
-/** A retried batch that did land the first time: the same ids at the same positions. */
-function alreadyRecorded(entry: { base: number; head: number; ids: (string | null)[] }, batch: EventBatch): boolean {
-  const { fromSeq, upstreamIds } = batch;
+/** Refuses, before anything changes, what the Redis store refuses too. */
+function checkBatch(batch: EventBatch): void {
+  if (batch.create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
+    // Only the first batch of the first attachment may create its incarnation.
+    throw new StoreError('recordEvents', { cause: new Error('a batch with create must be attach 1 and fromSeq 1') });
+  }
+  if (batch.upstreamIds.some((id) => id !== null && id.includes('\n'))) {
+    // As the Redis store, which sends the ids joined by LF.
+    throw new StoreError('recordEvents', { cause: new Error('an upstream id contains LF') });
+  }
+  if (batch.payloads !== undefined && batch.payloads.length !== batch.upstreamIds.length) {
+    throw new StoreError('recordEvents', { cause: new Error('payloads and upstream ids differ in length') });
+  }
+}
+
+/**
+ * Drops the oldest positions, raising base, until at most `maxPositions` are kept and their
+ * journaled bytes fit in `maxBytes`; the head stays whatever its size.
+ */
+function trim(entry: IncarnationEntry, maxPositions: number, maxBytes: number): void {
+  let drop = Math.max(0, entry.ids.length - maxPositions);
+  let bytes = entry.journalBytes;
+  for (let i = 0; i < drop; i++) bytes -= payloadBytes(entry.payloads[i]);
+  while (bytes > maxBytes && drop < entry.ids.length - 1) bytes -= payloadBytes(entry.payloads[drop++]);
+  if (drop === 0) return;
+  entry.ids.splice(0, drop);
+  entry.payloads.splice(0, drop);
+  entry.journalBytes = bytes;
+  entry.base += drop;
+}
+
+function payloadBytes(payload: string | null | undefined): number {
+  return payload == null ? 0 : Buffer.byteLength(payload);
+}
+
+/**
+ * The positions readJournal returns, first..last (none when first > last): from afterSeq + 1,
+ * when that position is journaled, up to the head and at most `limit` of them.
+ */
+function journalRange(entry: IncarnationEntry, afterSeq: number, limit: number): [number, number] {
+  const first = afterSeq + 1;
+  if (!Number.isSafeInteger(afterSeq) || first < Math.max(entry.base, 1) || first <= entry.unjournaled) return [1, 0];
+  return [first, Math.min(entry.head, afterSeq + Math.max(0, Math.floor(limit)))];
+}
+
+function toRecord(id: string, entry: IncarnationEntry): IncarnationRecord {
+  return Object.freeze({
+    id,
+    sessionId: entry.sessionId,
+    owner: entry.owner,
+    kind: entry.kind,
+    state: entry.state,
+    head: entry.head,
+    base: entry.base,
+    attach: entry.attach,
+    pending: Object.freeze([...entry.pending]),
+    pump: entry.pump,
+    pumpUntil: entry.pumpUntil,
+    tailUntil: entry.tailUntil,
+    journaled: entry.unjournaled < Math.max(entry.base, 1),
+  });
+}
+
+/**
+ * A retried batch that did land the first time: the same ids at the same positions, and, when
+ * it carries payloads, the same bytes, journaled.
+ */
+function alreadyRecorded(entry: IncarnationEntry, batch: EventBatch): boolean {
+  const { fromSeq, upstreamIds, payloads } = batch;
   if (fromSeq < entry.base || fromSeq + upstreamIds.length - 1 > entry.head) return false;
-  return upstreamIds.every((id, i) => entry.ids[fromSeq - entry.base + i] === (id === '' ? null : id));
+  if (payloads !== undefined && fromSeq <= entry.unjournaled) return false;
+  return upstreamIds.every(
+    (id, i) =>
+      entry.ids[fromSeq - entry.base + i] === (id === '' ? null : id) &&
+      (payloads === undefined || entry.payloads[fromSeq - entry.base + i] === payloads[i]),
+  );
 }

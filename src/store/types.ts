@@ -55,6 +55,16 @@ export interface IncarnationRecord {
   readonly attach: number;
   /** POST streams: the request ids whose responses have not been forwarded yet. */
   readonly pending: readonly JsonRpcId[];
+  /** J3: instance id of the pump ('' when none) and when its lease ends (ms since the epoch; 0 none). */
+  readonly pump: string;
+  readonly pumpUntil: number;
+  /** J3: until when (ms since the epoch) some instance has a client attached by tailing; 0 none. */
+  readonly tailUntil: number;
+  /**
+   * J1: true when every event position base..head has its journaled bytes (position 0 is no
+   * event). False once a batch without payloads was recorded, until its positions are trimmed.
+   */
+  readonly journaled: boolean;
 }
 
 export interface NewIncarnation {
@@ -86,6 +96,16 @@ export interface EventBatch {
    * attach 1 and fromSeq 1. Never supersedes anything.
    */
   readonly create?: { readonly owner: string; readonly kind: IncarnationKind; readonly pending: readonly JsonRpcId[] };
+  /**
+   * J1: each event's bytes as journaled (its SSE block without the `id:` line, as the rewriter
+   * serializes it), same index and length as upstreamIds (any other length is refused with a
+   * StoreError). Absent: nothing is journaled (journal off, or a modern-era stream), and the
+   * incarnation is no longer `journaled` until these positions are trimmed. Written in the same
+   * atomic step (Redis: the same script, one round trip) as the positions.
+   */
+  readonly payloads?: readonly string[];
+  /** J2/J3: the instance that pumps this stream (reads the replica); its lease is renewed for leaseMs. */
+  readonly pump?: { readonly instanceId: string; readonly leaseMs: number };
 }
 
 export type RecordResult = 'ok' | 'stale' | 'missing';
@@ -100,6 +120,23 @@ export interface IncarnationView {
   /** Upstream id at position `afterSeq` itself (the cursor's); undefined when that position is not recorded. */
   readonly at: string | null | undefined;
 }
+
+/** What readJournal returns: the record and the journaled events after a position. */
+export interface JournalRead {
+  readonly record: IncarnationRecord;
+  /**
+   * Journaled events after `afterSeq`, in order, contiguous from afterSeq+1, at most `limit`.
+   * Empty when position afterSeq+1 is not journaled: below the window (afterSeq < base - 1),
+   * recorded without payloads, or not yet recorded (afterSeq >= head).
+   */
+  readonly events: readonly { readonly seq: number; readonly payload: string }[];
+}
+
+/** A note about one incarnation's journal, from any gateway instance sharing the store. */
+export type JournalNote =
+  | { readonly kind: 'head'; readonly head: number } // new events were journaled, up to head
+  | { readonly kind: 'closed' } // closeIncarnation
+  | { readonly kind: 'superseded' }; // a new GET of the session superseded it (E4)
 
 export interface Store {
   readonly kind: 'memory' | 'redis';
@@ -172,14 +209,48 @@ export interface Store {
    * the batch is handled as without `create` (a retry of the first batch is 'ok'; a closed, stale or
    * half-evicted incarnation is never recreated). A batch with `create` must be attach 1 and fromSeq
    * 1: any other is refused with a StoreError before the store is touched.
+   *
+   * J1: with `batch.payloads`, the events' bytes are journaled at the same positions. The journal
+   * keeps at most `maxJournalBytes` of payload bytes (UTF-8) per incarnation, unbounded when
+   * absent: the oldest positions go first, and `base` rises for the positions and the journal
+   * together, so one window describes both (the head is always kept). A retry is 'ok' only when
+   * its payloads are the ones that landed. A batch with payloads notes 'head' to the watchers.
+   * With `batch.pump`, the pump lease is set to that instance until now + leaseMs.
    */
-  recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult>;
+  recordEvents(
+    sessionId: string,
+    incarnationId: string,
+    batch: EventBatch,
+    maxPositions: number,
+    ttlMs: number,
+    maxJournalBytes?: number,
+  ): Promise<RecordResult>;
 
   /** The incarnation, the session's current GET, and the positions after `afterSeq`. */
   readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null>;
 
-  /** Marks an incarnation closed (ended on purpose); unknown ones are ignored. */
+  /** Marks an incarnation closed (ended on purpose) and notes 'closed' to its watchers; unknown ones are ignored. */
   closeIncarnation(sessionId: string, incarnationId: string): Promise<void>;
+
+  /** J3: journaled events after afterSeq (at most limit) with the record, in one step; null: not recorded. */
+  readJournal(sessionId: string, incarnationId: string, afterSeq: number, limit: number): Promise<JournalRead | null>;
+
+  /**
+   * J3: notes about one incarnation, from any gateway instance sharing the store (Redis: sharded
+   * pub/sub on a channel in the session's hash tag, so in its Cluster slot; one subscriber
+   * connection per gateway, per Cluster shard, created on the first watch and shared by all).
+   * Best effort: a lost note only delays (callers re-read on a timer), and a note may arrive
+   * before the subscription is in force only if it was published after this call. Returns unwatch.
+   * recordEvents with payloads notes 'head'; closeIncarnation notes 'closed'; openIncarnation
+   * with supersede notes 'superseded' to the session's previous current GET incarnation.
+   */
+  watchJournal(sessionId: string, incarnationId: string, listener: (note: JournalNote) => void): () => void;
+
+  /** J3: a tailing instance says a client is attached until now + leaseMs (the pump's hold restarts). Unknown ones are ignored. */
+  touchTail(sessionId: string, incarnationId: string, leaseMs: number): Promise<void>;
+
+  /** J3: the pump gives up its lease (hold ended, stream ended); only when `instanceId` holds it. */
+  releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void>;
 
   /** Extends an open stream's incarnation, so that it lives as long as its session. */
   touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void>;

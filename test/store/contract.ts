@@ -24,6 +24,8 @@ export interface StoreHarness {
 
 /** Long enough that nothing bound with it expires during a test; far more than MAX_TICKS ticks. */
 const LONG_TTL_MS = 600_000;
+/** The journal's fields of a record whose events were recorded without payloads, no pump, no tail. */
+const NO_JOURNAL_STATE = { pump: '', pumpUntil: 0, tailUntil: 0, journaled: false } as const;
 /** Bounds every wait for an expiry; a TTL that was wrongly extended to LONG_TTL_MS never gets there. */
 const MAX_TICKS = 60;
 
@@ -283,12 +285,38 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     await h.store.openIncarnation(incarnation('p1', { kind: 'post', owner: 'replica-b', pending: [1, '1', 'req-x'] }), LONG_TTL_MS);
     const view = await read(h.store, 'p1');
     t.same(view, {
-      record: { id: 'p1', sessionId: 's1', owner: 'replica-b', kind: 'post', state: 'open', head: 0, base: 0, attach: 1, pending: [1, '1', 'req-x'] },
+      record: {
+        ...NO_JOURNAL_STATE,
+        id: 'p1',
+        sessionId: 's1',
+        owner: 'replica-b',
+        kind: 'post',
+        state: 'open',
+        head: 0,
+        base: 0,
+        attach: 1,
+        pending: [1, '1', 'req-x'],
+        journaled: true,
+      },
       currentGet: undefined,
       after: [],
       at: null,
     });
-    t.same(Object.keys(view?.record ?? {}).sort(), ['attach', 'base', 'head', 'id', 'kind', 'owner', 'pending', 'sessionId', 'state']);
+    t.same(Object.keys(view?.record ?? {}).sort(), [
+      'attach',
+      'base',
+      'head',
+      'id',
+      'journaled',
+      'kind',
+      'owner',
+      'pending',
+      'pump',
+      'pumpUntil',
+      'sessionId',
+      'state',
+      'tailUntil',
+    ]);
     t.equal(view?.at, null, 'position 0 is recorded, with no upstream id');
     t.strictSame((await read(h.store, 'p1'))?.record.pending, [1, '1', 'req-x'], 'numbers and strings kept apart');
     await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
@@ -438,7 +466,7 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.equal(await record(h.store, 'p1', batch(1, ['u1', null], { create, responded: ['1', 1] })), 'ok');
     const view = await read(h.store, 'p1');
     t.same(view, {
-      record: { id: 'p1', sessionId: 's1', owner: 'replica-b', kind: 'post', state: 'open', head: 2, base: 0, attach: 1, pending: ['req-x', 1] },
+      record: { ...NO_JOURNAL_STATE, id: 'p1', sessionId: 's1', owner: 'replica-b', kind: 'post', state: 'open', head: 2, base: 0, attach: 1, pending: ['req-x', 1] },
       currentGet: undefined,
       after: ['u1', null],
       at: null,
@@ -816,7 +844,7 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(first, {
       attach: 2,
       view: {
-        record: { id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', state: 'open', head: 4, base: 0, attach: 2, pending: [] },
+        record: { ...NO_JOURNAL_STATE, id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', state: 'open', head: 4, base: 0, attach: 2, pending: [] },
         currentGet: 'g1',
         at: 'u1',
         after: ['u2', 'u3', null],

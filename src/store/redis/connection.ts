@@ -36,8 +36,20 @@ function nodeOptions(url: string): { host: string; port: number; username?: stri
   };
 }
 
+/**
+ * What a client is for: commands (the store's scripts), or a subscriber of sharded channels
+ * (src/store/redis/subscriber.ts), which re-subscribes itself after a reconnection and, on a
+ * Cluster, keeps one connection to each shard whose channels it listens to.
+ */
+export type ConnectionRole = 'commands' | 'subscriber';
+
+/** A subscriber re-subscribes every channel itself at each 'ready' (ioredis would skip one whose SSUBSCRIBE failed). */
+function resubscribe(role: ConnectionRole): Pick<RedisOptions, 'autoResubscribe'> {
+  return { autoResubscribe: role !== 'subscriber' };
+}
+
 /** A client for the configured topology, every one with the same fail-fast settings. */
-export function connect(opts: ConnectionOptions): Redis | Cluster {
+export function connect(opts: ConnectionOptions, role: ConnectionRole = 'commands'): Redis | Cluster {
   const failFast = {
     // A host that drops packets must not hold a connection attempt open: fail it and retry.
     connectTimeout: opts.connectTimeoutMs,
@@ -74,6 +86,8 @@ export function connect(opts: ConnectionOptions): Redis | Cluster {
         slotsRefreshTimeout: opts.connectTimeoutMs,
         // Every script writes (reads extend TTLs): masters only.
         scaleReads: 'master',
+        // SSUBSCRIBE goes to the shard of its channel's slot, and follows it after a failover.
+        shardedSubscribers: role === 'subscriber',
       },
     );
   }
@@ -107,6 +121,7 @@ export function connect(opts: ConnectionOptions): Redis | Cluster {
       reconnectOnError: (err) => err.message.startsWith('READONLY'),
       enableOfflineQueue: false,
       retryStrategy: backoff,
+      ...resubscribe(role),
     });
   }
 
@@ -115,5 +130,6 @@ export function connect(opts: ConnectionOptions): Redis | Cluster {
     // No queue while disconnected: a command fails at once instead of waiting for a reconnection.
     enableOfflineQueue: false,
     retryStrategy: backoff,
+    ...resubscribe(role),
   });
 }

@@ -9,11 +9,23 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import { GatewayError } from '../../errors.js';
-import type { EventBatch, IncarnationView, NewIncarnation, NewSession, RecordResult, SessionRecord, SessionState, Store } from '../types.js';
+import type {
+  EventBatch,
+  IncarnationView,
+  JournalNote,
+  JournalRead,
+  NewIncarnation,
+  NewSession,
+  RecordResult,
+  SessionRecord,
+  SessionState,
+  Store,
+} from '../types.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
-import { epochsKey, fingerprintsKey, incarnationKey, positionsKey, secretKey, sessionKey } from './keys.js';
-import { toRecord, toView } from './replies.js';
+import { epochsKey, fingerprintsKey, incarnationKey, journalKey, noteChannelPrefix, positionsKey, secretKey, sessionKey } from './keys.js';
+import { toJournalRead, toRecord, toView } from './replies.js';
+import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
 import { defineScripts } from './scripts/index.js';
 import { seqArgument } from './scripts/incarnation.js';
 
@@ -36,11 +48,16 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   const client = defineScripts(connection);
   const run = createRunner(client, opts);
 
+  // One subscriber connection for every watch of this store, opened on the first.
+  let subscriber: ChannelSubscriber | undefined;
+
   const key = (sessionId: string): string => sessionKey(opts.keyPrefix, sessionId);
-  const incKeys = (sessionId: string, incarnationId: string): [string, string] => [
+  const incKeys = (sessionId: string, incarnationId: string): [string, string, string] => [
     incarnationKey(opts.keyPrefix, sessionId, incarnationId),
     positionsKey(opts.keyPrefix, sessionId, incarnationId),
+    journalKey(opts.keyPrefix, sessionId, incarnationId),
   ];
+  const channel = (sessionId: string, incarnationId: string): string => noteChannelPrefix(opts.keyPrefix, sessionId) + incarnationId;
 
   async function touch(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null> {
     const fields = await client.gwTouchSession(key(sessionId), idleTtlMs);
@@ -104,6 +121,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
           JSON.stringify(incarnation.pending ?? []),
           incarnation.supersede ? '1' : '0',
           ttlMs,
+          noteChannelPrefix(opts.keyPrefix, sessionId),
         );
         // Reopening would restart the numbering and issue the same cursors twice (E2, E3).
         if (opened !== 1) throw new Error(`incarnation ${id} is already recorded`);
@@ -126,12 +144,22 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
-    recordEvents(sessionId: string, incarnationId: string, batch: EventBatch, maxPositions: number, ttlMs: number): Promise<RecordResult> {
+    recordEvents(
+      sessionId: string,
+      incarnationId: string,
+      batch: EventBatch,
+      maxPositions: number,
+      ttlMs: number,
+      maxJournalBytes?: number,
+    ): Promise<RecordResult> {
       return run('recordEvents', async () => {
-        const { create } = batch;
+        const { create, payloads, pump } = batch;
         if (create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
           // Only the first batch of the first attachment may create its incarnation.
           throw new Error('a batch with create must be attach 1 and fromSeq 1');
+        }
+        if (payloads !== undefined && payloads.length !== batch.upstreamIds.length) {
+          throw new Error('payloads and upstream ids differ in length');
         }
         const result = await client.gwRecordEvents(
           ...incKeys(sessionId, incarnationId),
@@ -144,6 +172,11 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
           ...batch.responded.map((id) => JSON.stringify(id)),
           batch.upstreamIds.length,
           batch.upstreamIds.map((id) => id ?? '').join('\n'),
+          maxJournalBytes === undefined ? -1 : Math.max(0, Math.floor(maxJournalBytes)),
+          pump?.instanceId ?? '',
+          pump === undefined ? 0 : Date.now() + pump.leaseMs,
+          channel(sessionId, incarnationId),
+          ...journalArguments(payloads),
         );
         if (result !== 'ok' && result !== 'stale' && result !== 'missing') throw new Error(`unexpected reply: ${String(result)}`);
         return result;
@@ -159,7 +192,35 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
       return run('closeIncarnation', async () => {
-        await client.gwCloseIncarnation(incarnationKey(opts.keyPrefix, sessionId, incarnationId));
+        await client.gwCloseIncarnation(incarnationKey(opts.keyPrefix, sessionId, incarnationId), channel(sessionId, incarnationId));
+      });
+    },
+
+    readJournal(sessionId: string, incarnationId: string, afterSeq: number, limit: number): Promise<JournalRead | null> {
+      return run('readJournal', async () => {
+        const reply = await client.gwReadJournal(...incKeys(sessionId, incarnationId), seqArgument(afterSeq), Math.max(0, Math.floor(limit)));
+        return reply === null ? null : toJournalRead(incarnationId, reply);
+      });
+    },
+
+    watchJournal(sessionId: string, incarnationId: string, listener: (note: JournalNote) => void): () => void {
+      subscriber ??= createSubscriber(opts, opts.onError ?? ignoreError);
+      return subscriber.listen(channel(sessionId, incarnationId), (message) => {
+        const note = toNote(message);
+        if (note === undefined) throw new Error(`malformed journal note: ${message}`);
+        listener(note);
+      });
+    },
+
+    touchTail(sessionId: string, incarnationId: string, leaseMs: number): Promise<void> {
+      return run('touchTail', async () => {
+        await client.gwTouchTail(incarnationKey(opts.keyPrefix, sessionId, incarnationId), Date.now() + leaseMs);
+      });
+    },
+
+    releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void> {
+      return run('releasePump', async () => {
+        await client.gwReleasePump(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId);
       });
     },
 
@@ -189,6 +250,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     async close(): Promise<void> {
+      subscriber?.close();
       try {
         await client.quit();
         // QUIT closes the master's connection only; disconnecting also closes the connections
@@ -200,4 +262,27 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       }
     },
   };
+}
+
+/**
+ * The last three arguments of the record script: whether the batch journals, the payloads' byte
+ * lengths, and the payloads in one argument (one each would cost the client as much as the ids
+ * did, see record-events.ts).
+ */
+function journalArguments(payloads: readonly string[] | undefined): [string, string, string | Buffer] {
+  if (payloads === undefined) return ['0', '', ''];
+  const lengths = payloads.map((payload) => Buffer.byteLength(payload));
+  const joined = payloads.join('');
+  const total = lengths.reduce((a, b) => a + b, 0);
+  // Joining can pair a lone surrogate at the end of one payload with one at the start of the
+  // next, which UTF-8 encodes differently: then each is encoded on its own.
+  const bytes = Buffer.byteLength(joined) === total ? joined : Buffer.concat(payloads.map((payload) => Buffer.from(payload)));
+  return ['1', lengths.join(','), bytes];
+}
+
+/** A message of an incarnation's channel, as the scripts publish it. */
+function toNote(message: string): JournalNote | undefined {
+  if (message === 'closed' || message === 'superseded') return { kind: message };
+  const match = /^head (\d+)$/.exec(message);
+  return match === null ? undefined : { kind: 'head', head: Number(match[1]) };
 }

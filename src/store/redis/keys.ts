@@ -30,6 +30,23 @@ export function positionsKey(keyPrefix: string, sessionId: string, incarnationId
   return `${keyPrefix}:{${sessionTag(sessionId)}}:pos:${incarnationId}`;
 }
 
+/**
+ * The journal of an incarnation (J1): the bytes of positions base..head, index = seq - base, beside
+ * its positions. Created by the first batch that carries payloads.
+ */
+export function journalKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:jnl:${incarnationId}`;
+}
+
+/**
+ * What the sharded channel of an incarnation's notes begins with; the incarnation id follows. In
+ * the session's hash tag, so that a note is published on the node that holds the session (Cluster:
+ * SPUBLISH stays in its shard).
+ */
+export function noteChannelPrefix(keyPrefix: string, sessionId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:note:`;
+}
+
 /** The fleet's cursor secret (E2). */
 export function secretKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:cursor-secret`;

@@ -3,7 +3,7 @@
  * store failure, never a session or an incarnation.
  */
 
-import type { IncarnationRecord, IncarnationView, JsonRpcId, SessionRecord, SessionState } from '../types.js';
+import type { IncarnationRecord, IncarnationView, JournalRead, JsonRpcId, SessionRecord, SessionState } from '../types.js';
 
 function isSessionState(state: string): state is SessionState {
   return state === 'active' || state === 'terminated' || state === 'lost';
@@ -34,15 +34,11 @@ export function toRecord(fields: unknown): SessionRecord {
 const isJsonRpcId = (id: unknown): id is JsonRpcId => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
 const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
 
-/** The reply of readIncarnation() (Lua); anything unexpected is a store failure, not an incarnation. */
-export function toView(id: string, reply: unknown): IncarnationView {
-  if (!Array.isArray(reply) || reply.length !== 3) throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
-  const [fields, currentGet, ids] = reply as [unknown, unknown, unknown];
-  if (!isStringArray(fields) || !isStringArray(ids) || (currentGet !== null && typeof currentGet !== 'string')) {
-    throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
-  }
-  const [sessionId, owner, kind, state, head, base, attach, pending] = fields;
-  const numbers = [head, base, attach].map(Number);
+/** The fields of readRecord() (Lua); anything unexpected is a store failure, not an incarnation. */
+function toIncarnation(id: string, fields: unknown): IncarnationRecord {
+  if (!isStringArray(fields)) throw new Error(`malformed incarnation record: ${JSON.stringify(fields)}`);
+  const [sessionId, owner, kind, state, head, base, attach, pending, pump, pumpUntil, tailUntil, journaled] = fields;
+  const numbers = [head, base, attach, pumpUntil, tailUntil].map(Number);
   const pendingIds: unknown = pending === undefined ? undefined : JSON.parse(pending);
   if (
     sessionId === undefined ||
@@ -51,12 +47,47 @@ export function toView(id: string, reply: unknown): IncarnationView {
     (state !== 'open' && state !== 'closed') ||
     !numbers.every(Number.isSafeInteger) ||
     !Array.isArray(pendingIds) ||
-    !pendingIds.every(isJsonRpcId)
+    !pendingIds.every(isJsonRpcId) ||
+    pump === undefined ||
+    (journaled !== '1' && journaled !== '0')
   ) {
     throw new Error(`malformed incarnation record: ${JSON.stringify(fields)}`);
   }
-  const [h, b, a] = numbers as [number, number, number];
-  const record: IncarnationRecord = { id, sessionId, owner, kind, state, head: h, base: b, attach: a, pending: pendingIds };
+  const [h, b, a, pu, tu] = numbers as [number, number, number, number, number];
+  return {
+    id,
+    sessionId,
+    owner,
+    kind,
+    state,
+    head: h,
+    base: b,
+    attach: a,
+    pending: pendingIds,
+    pump,
+    pumpUntil: pu,
+    tailUntil: tu,
+    journaled: journaled === '1',
+  };
+}
+
+/** The reply of readIncarnation() (Lua); anything unexpected is a store failure, not an incarnation. */
+export function toView(id: string, reply: unknown): IncarnationView {
+  if (!Array.isArray(reply) || reply.length !== 3) throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
+  const [fields, currentGet, ids] = reply as [unknown, unknown, unknown];
+  if (!isStringArray(ids) || (currentGet !== null && typeof currentGet !== 'string')) {
+    throw new Error(`malformed incarnation reply: ${JSON.stringify(reply)}`);
+  }
+  const record = toIncarnation(id, fields);
   const positions = ids.map((upstreamId) => (upstreamId === '' ? null : upstreamId));
   return { record, currentGet: currentGet ?? undefined, at: positions[0], after: positions.slice(1) };
+}
+
+/** The reply of the read journal script: { fields, first position, payloads }. */
+export function toJournalRead(id: string, reply: unknown): JournalRead {
+  if (!Array.isArray(reply) || reply.length !== 3) throw new Error(`malformed journal reply: ${JSON.stringify(reply)}`);
+  const [fields, first, payloads] = reply as [unknown, unknown, unknown];
+  if (!Number.isSafeInteger(first) || !isStringArray(payloads)) throw new Error(`malformed journal reply: ${JSON.stringify(reply)}`);
+  const from = first as number;
+  return { record: toIncarnation(id, fields), events: payloads.map((payload, i) => ({ seq: from + i, payload })) };
 }

@@ -2,12 +2,20 @@
  * The scripts of incarnations (the streams a session opens), except recording events
  * (record-events.ts).
  *
- * The record is a hash (sessionId, owner, kind, state, head, base, attach, pending)
- * and its positions a list of the upstream ids of positions base..head, index = seq - base, ''
- * standing for null (position 0, and events the gateway made: an empty upstream id is no id).
- * Both keys always get the same TTL in the same script, so they live and die together; a record
- * whose list does not hold head - base + 1 entries (one key evicted without the other) counts as
- * not recorded, because its positions can no longer be trusted.
+ * The record is a hash (sessionId, owner, kind, state, head, base, attach, pending; and, once
+ * set, unjournaled, jbytes, pump, pumpUntil, tailUntil) and its positions a list of the upstream
+ * ids of positions base..head, index = seq - base, '' standing for null (position 0, and events
+ * the gateway made: an empty upstream id is no id). The journal (J1) is a third key, a list beside
+ * the positions, same index: the bytes of each position, '' where none; it exists once a batch
+ * carried payloads. `unjournaled` is the highest position recorded without its bytes: the journal
+ * can be read after it only. `jbytes` is the sum of the journal's lengths.
+ * The keys always get the same TTL in the same script, so they live and die together; a record
+ * whose positions list does not hold head - base + 1 entries (one key evicted without the other)
+ * counts as not recorded, because its positions can no longer be trusted; a journal that does not
+ * hold them either counts as none.
+ *
+ * Every script that reads or writes an incarnation has KEYS: incarnation, positions, journal, and
+ * where it needs the session's record, session.
  */
 
 import type { Cluster, Redis } from 'ioredis';
@@ -18,6 +26,15 @@ export const INCARNATION_LUA_PRELUDE = `
 local function recorded(head, base)
   return head ~= nil and base ~= nil and redis.call('LLEN', KEYS[2]) == head - base + 1
 end
+local function journalIntact(head, base)
+  return redis.call('LLEN', KEYS[3]) == head - base + 1
+end
+-- The first position whose bytes the journal can give (head + 1: none).
+local function journalFrom(head, base, unjournaled)
+  if head == 0 then return 1 end
+  if not journalIntact(head, base) then return head + 1 end
+  return math.max(base, 1, (tonumber(unjournaled) or 0) + 1)
+end
 `;
 
 /**
@@ -27,7 +44,7 @@ end
  */
 export const CREATE_INCARNATION_LUA = `
 local function create(sessionId, owner, kind, pending, ttlMs)
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[3])
   redis.call('HSET', KEYS[1], 'sessionId', sessionId, 'owner', owner, 'kind', kind, 'state', 'open',
     'head', 0, 'base', 0, 'attach', 1, 'pending', pending)
   redis.call('RPUSH', KEYS[2], '')
@@ -38,38 +55,59 @@ end
 
 /**
  * Creates an incarnation, and makes it the session's current GET when asked and the session
- * exists; refuses an id that is recorded already. KEYS: incarnation, positions, session.
- * ARGV: incarnationId, sessionId, owner, kind, pending (JSON), supersede ('1' or '0'), ttlMs.
+ * exists, noting 'superseded' to the one it replaces; refuses an id that is recorded already.
+ * KEYS: incarnation, positions, journal, session.
+ * ARGV: incarnationId, sessionId, owner, kind, pending (JSON), supersede ('1' or '0'), ttlMs,
+ * the session's note channel prefix.
  */
 const OPEN_INCARNATION_LUA = `${CREATE_INCARNATION_LUA}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 create(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7])
-if ARGV[6] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HSET', KEYS[3], 'getInc', ARGV[1])
+if ARGV[6] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
+  local previous = redis.call('HGET', KEYS[4], 'getInc')
+  redis.call('HSET', KEYS[4], 'getInc', ARGV[1])
+  if previous and previous ~= ARGV[1] then redis.call('SPUBLISH', ARGV[8] .. previous, 'superseded') end
 end
 return 1
 `;
 
 /**
- * Lua shared by the scripts that read an incarnation (KEYS: incarnation, positions, session): the
- * record, the session's current GET, and the upstream ids of positions afterSeq..head when
- * afterSeq is recorded (none otherwise), as toView() parses them; false when not recorded.
+ * Lua shared by the scripts that read an incarnation's record: its fields in toIncarnation()'s
+ * order (the journal's state reduced to journaled '1' or '0'), or false when not recorded.
  */
-const READ_INCARNATION_FUNCTION_LUA = `${INCARNATION_LUA_PRELUDE}
-local function readIncarnation(afterSeq)
-  local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending')
+const RECORD_FUNCTION_LUA = `${INCARNATION_LUA_PRELUDE}
+local function readRecord()
+  local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending',
+    'pump', 'pumpUntil', 'tailUntil', 'unjournaled')
   local head, base = tonumber(m[5]), tonumber(m[6])
   if not recorded(head, base) then return false end
+  local from = journalFrom(head, base, m[12])
+  m[9], m[10], m[11] = m[9] or '', m[10] or '0', m[11] or '0'
+  m[12] = from <= math.max(base, 1) and '1' or '0'
+  return m, head, base, from
+end
+`;
+
+/**
+ * Lua shared by the scripts that read an incarnation (KEYS: incarnation, positions, journal,
+ * session): the record, the session's current GET, and the upstream ids of positions
+ * afterSeq..head when afterSeq is recorded (none otherwise), as toView() parses them; false when
+ * not recorded.
+ */
+const READ_INCARNATION_FUNCTION_LUA = `${RECORD_FUNCTION_LUA}
+local function readIncarnation(afterSeq)
+  local m, head, base = readRecord()
+  if not m then return false end
   local seq = tonumber(afterSeq)
   local ids = {}
   if seq >= base and seq <= head then ids = redis.call('LRANGE', KEYS[2], seq - base, -1) end
-  return { m, redis.call('HGET', KEYS[3], 'getInc'), ids }
+  return { m, redis.call('HGET', KEYS[4], 'getInc'), ids }
 end
 `;
 
 /**
  * Bumps attach, extending the TTL, and returns it with the incarnation read after the bump;
- * false when not recorded. KEYS: incarnation, positions, session. ARGV: ttlMs, afterSeq.
+ * false when not recorded. KEYS: incarnation, positions, journal, session. ARGV: ttlMs, afterSeq.
  */
 const ATTACH_INCARNATION_LUA = `${READ_INCARNATION_FUNCTION_LUA}
 local m = redis.call('HMGET', KEYS[1], 'head', 'base')
@@ -77,54 +115,97 @@ if not recorded(tonumber(m[1]), tonumber(m[2])) then return false end
 local attach = redis.call('HINCRBY', KEYS[1], 'attach', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[1])
 return { attach, readIncarnation(ARGV[2]) }
 `;
 
-/** readIncarnation() (false when not recorded). KEYS: incarnation, positions, session. ARGV: afterSeq. */
+/**
+ * The record and the journal's bytes of positions afterSeq + 1 on, at most limit of them, when
+ * afterSeq + 1 is journaled (none otherwise): { fields, first position, payloads }; false when
+ * not recorded. KEYS: incarnation, positions, journal. ARGV: afterSeq, limit.
+ */
+const READ_JOURNAL_LUA = `${RECORD_FUNCTION_LUA}
+local m, head, base, from = readRecord()
+if not m then return false end
+local first = tonumber(ARGV[1]) + 1
+local last = math.min(head, first + tonumber(ARGV[2]) - 1)
+if first < from or first > last then return { m, first, {} } end
+return { m, first, redis.call('LRANGE', KEYS[3], first - base, last - base) }
+`;
+
+/** readIncarnation() (false when not recorded). KEYS: incarnation, positions, journal, session. ARGV: afterSeq. */
 const READ_INCARNATION_LUA = `${READ_INCARNATION_FUNCTION_LUA}
 return readIncarnation(ARGV[1])
 `;
 
 /**
  * touchSession() of the session, then readIncarnation(); each part false when there is nothing.
- * KEYS: incarnation, positions, session. ARGV: idleTtlMs, afterSeq.
+ * KEYS: incarnation, positions, journal, session. ARGV: idleTtlMs, afterSeq.
  */
 const TOUCH_AND_READ_LUA = `${TOUCH_SESSION_FUNCTION_LUA}${READ_INCARNATION_FUNCTION_LUA}
-return { touchSession(KEYS[3], ARGV[1]), readIncarnation(ARGV[2]) }
+return { touchSession(KEYS[4], ARGV[1]), readIncarnation(ARGV[2]) }
 `;
 
-/** Marks a recorded incarnation closed, leaving its TTL. KEYS: incarnation. */
+/** Marks a recorded incarnation closed, leaving its TTL, and notes it. KEYS: incarnation. ARGV: note channel. */
 const CLOSE_INCARNATION_LUA = `
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'state', 'closed') end
-return 0
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'closed')
+redis.call('SPUBLISH', ARGV[1], 'closed')
+return 1
 `;
 
-/** Extends both keys of an incarnation (nothing if it is not recorded). KEYS: incarnation, positions. ARGV: ttlMs. */
+/** Extends the keys of an incarnation (nothing if it is not recorded). KEYS: incarnation, positions, journal. ARGV: ttlMs. */
 const TOUCH_INCARNATION_LUA = `
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[1])
 return 0
 `;
 
+/** Raises tailUntil to ARGV[1] (ms since the epoch) of a recorded incarnation; never lowers it. KEYS: incarnation. */
+const TOUCH_TAIL_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if (tonumber(redis.call('HGET', KEYS[1], 'tailUntil')) or 0) < tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[1], 'tailUntil', ARGV[1])
+end
+return 1
+`;
+
+/** Clears the pump lease when instance ARGV[1] holds it. KEYS: incarnation. */
+const RELEASE_PUMP_LUA = `
+if redis.call('HGET', KEYS[1], 'pump') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'pump', '', 'pumpUntil', 0)
+return 1
+`;
+
+/** An incarnation's keys: record, positions, journal. */
+type IncKeys = [incKey: string, posKey: string, jnlKey: string];
+
 export interface IncarnationScripts {
   gwOpenIncarnation(
-    incKey: string, posKey: string, session: string,
-    incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number,
+    ...args: [...IncKeys, session: string,
+      incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number, channelPrefix: string]
   ): Promise<number>;
-  gwAttachIncarnation(incKey: string, posKey: string, session: string, ttlMs: number, afterSeq: number): Promise<unknown>;
-  gwReadIncarnation(incKey: string, posKey: string, session: string, afterSeq: number): Promise<unknown>;
-  gwTouchAndRead(incKey: string, posKey: string, session: string, idleTtlMs: number, afterSeq: number): Promise<unknown>;
-  gwCloseIncarnation(incKey: string): Promise<number>;
-  gwTouchIncarnation(incKey: string, posKey: string, ttlMs: number): Promise<number>;
+  gwAttachIncarnation(...args: [...IncKeys, session: string, ttlMs: number, afterSeq: number]): Promise<unknown>;
+  gwReadIncarnation(...args: [...IncKeys, session: string, afterSeq: number]): Promise<unknown>;
+  gwTouchAndRead(...args: [...IncKeys, session: string, idleTtlMs: number, afterSeq: number]): Promise<unknown>;
+  gwReadJournal(...args: [...IncKeys, afterSeq: number, limit: number]): Promise<unknown>;
+  gwCloseIncarnation(incKey: string, channel: string): Promise<number>;
+  gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
+  gwTouchTail(incKey: string, until: number): Promise<number>;
+  gwReleasePump(incKey: string, instanceId: string): Promise<number>;
 }
 
 export function defineIncarnationScripts(client: Redis | Cluster): void {
-  client.defineCommand('gwOpenIncarnation', { numberOfKeys: 3, lua: OPEN_INCARNATION_LUA });
-  client.defineCommand('gwAttachIncarnation', { numberOfKeys: 3, lua: ATTACH_INCARNATION_LUA });
-  client.defineCommand('gwReadIncarnation', { numberOfKeys: 3, lua: READ_INCARNATION_LUA });
-  client.defineCommand('gwTouchAndRead', { numberOfKeys: 3, lua: TOUCH_AND_READ_LUA });
+  client.defineCommand('gwOpenIncarnation', { numberOfKeys: 4, lua: OPEN_INCARNATION_LUA });
+  client.defineCommand('gwAttachIncarnation', { numberOfKeys: 4, lua: ATTACH_INCARNATION_LUA });
+  client.defineCommand('gwReadIncarnation', { numberOfKeys: 4, lua: READ_INCARNATION_LUA });
+  client.defineCommand('gwTouchAndRead', { numberOfKeys: 4, lua: TOUCH_AND_READ_LUA });
+  client.defineCommand('gwReadJournal', { numberOfKeys: 3, lua: READ_JOURNAL_LUA });
   client.defineCommand('gwCloseIncarnation', { numberOfKeys: 1, lua: CLOSE_INCARNATION_LUA });
-  client.defineCommand('gwTouchIncarnation', { numberOfKeys: 2, lua: TOUCH_INCARNATION_LUA });
+  client.defineCommand('gwTouchIncarnation', { numberOfKeys: 3, lua: TOUCH_INCARNATION_LUA });
+  client.defineCommand('gwTouchTail', { numberOfKeys: 1, lua: TOUCH_TAIL_LUA });
+  client.defineCommand('gwReleasePump', { numberOfKeys: 1, lua: RELEASE_PUMP_LUA });
 }
 
 /** Anything but a safe integer is below every base: a position that is not recorded. */

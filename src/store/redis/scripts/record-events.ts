@@ -7,10 +7,17 @@ import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.j
  * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
  * requests, trims to maxPositions and extends the TTL; first creates the incarnation when asked to
  * create it and it has no record (never superseding: the session key is not among KEYS).
- * KEYS: incarnation, positions.
+ * J1: journals the events' bytes at the same positions, trimming the oldest positions until the
+ * journal's bytes fit maxBytes, and notes the new head on the incarnation's channel; or, for a
+ * batch without payloads, drops the journal (nothing up to its head can be read from it any more).
+ * Sets the pump lease when told to.
+ * KEYS: incarnation, positions, journal.
  * ARGV: attach, fromSeq, maxPositions, ttlMs, create ('1' or '0'), then sessionId, owner, kind and
  * pending (JSON) of the incarnation to create ('' each when create is '0'), then k, then k responded
- * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument.
+ * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument,
+ * then: maxBytes (-1: no bound), pump instance ('' to leave the lease), pumpUntil, note channel,
+ * payloads ('1' or '0'), the n payloads' byte lengths joined by ',', and the n payloads
+ * concatenated in one argument.
  *
  * One argument for all the ids, not one each: a batch holds thousands of events when a replica
  * streams fast, and the client's cost per argument was most of the gateway's cost per event. An SSE
@@ -43,6 +50,8 @@ end
 
 local k = tonumber(ARGV[10])
 local n = tonumber(ARGV[11 + k])
+local maxBytes, pump, pumpUntil, channel = tonumber(ARGV[13 + k]), ARGV[14 + k], ARGV[15 + k], ARGV[16 + k]
+local journaling = ARGV[17 + k] == '1'
 local ids = {}
 if n > 0 then
   local joined, at = ARGV[12 + k], 1
@@ -57,12 +66,23 @@ if n > 0 then
   end
 end
 if #ids ~= n then return redis.error_reply('upstream ids: expected ' .. n .. ', found ' .. #ids) end
+local payloads, size = {}, 0
+if journaling then
+  local joined, at = ARGV[19 + k], 1
+  for len in string.gmatch(ARGV[18 + k], '%d+') do
+    len = tonumber(len)
+    payloads[#payloads + 1] = string.sub(joined, at, at + len - 1)
+    at = at + len
+    size = size + len
+  end
+  if #payloads ~= n or size ~= #joined then return redis.error_reply('payloads: expected ' .. n .. ' of ' .. #joined .. ' bytes') end
+end
 
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
   create(ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
 end
 
-local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending')
+local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending', 'unjournaled', 'jbytes')
 local head, base = tonumber(m[2]), tonumber(m[3])
 if not recorded(head, base) then return 'missing' end
 local from = tonumber(ARGV[2])
@@ -74,13 +94,41 @@ if from ~= head + 1 then
   for i = 1, n do
     if have[i] ~= ids[i] then return 'stale' end
   end
+  if journaling then
+    -- Its bytes must have landed too, and still be readable.
+    if from < journalFrom(head, base, m[6]) then return 'stale' end
+    local bytes = redis.call('LRANGE', KEYS[3], from - base, from - base + n - 1)
+    for i = 1, n do
+      if bytes[i] ~= payloads[i] then return 'stale' end
+    end
+  end
   return 'ok'
 end
 
 -- In chunks: unpack() of too many values overflows the Lua stack.
-for i = 1, n, 1000 do
-  redis.call('RPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, n)))
+local function push(key, values, count)
+  for i = 1, count, 1000 do
+    redis.call('RPUSH', key, unpack(values, i, math.min(i + 999, count)))
+  end
 end
+
+local unjournaled, jbytes = tonumber(m[6]) or 0, tonumber(m[7]) or 0
+if journaling then
+  if not journalIntact(head, base) then
+    -- The first batch with payloads (or the journal was evicted): a '' for each position so far.
+    redis.call('DEL', KEYS[3])
+    local blanks = {}
+    for i = 1, head - base + 1 do blanks[i] = '' end
+    push(KEYS[3], blanks, #blanks)
+    unjournaled, jbytes = head, 0
+  end
+  push(KEYS[3], payloads, n)
+  jbytes = jbytes + size
+elseif n > 0 then
+  -- Nothing up to the new head can be read from the journal any more; without it, none can be.
+  redis.call('DEL', KEYS[3])
+end
+push(KEYS[2], ids, n)
 head = head + n
 
 local pending = m[5]
@@ -98,21 +146,35 @@ if k > 0 then
   pending = '[' .. table.concat(kept, ',') .. ']'
 end
 
-local max = tonumber(ARGV[3])
-if head - base + 1 > max then
-  redis.call('LTRIM', KEYS[2], -max, -1)
-  base = head - max + 1
+-- The oldest positions go first, for the count and then for the journal's bytes; the head stays.
+local drop = math.max(0, head - base + 1 - tonumber(ARGV[3]))
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if drop > 0 then
+    for _, bytes in ipairs(redis.call('LPOP', KEYS[3], drop)) do jbytes = jbytes - #bytes end
+  end
+  while maxBytes >= 0 and jbytes > maxBytes and head - base - drop > 0 do
+    jbytes = jbytes - #redis.call('LPOP', KEYS[3])
+    drop = drop + 1
+  end
+end
+if drop > 0 then
+  redis.call('LTRIM', KEYS[2], drop, -1)
+  base = base + drop
 end
 redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
+if journaling then redis.call('HSET', KEYS[1], 'unjournaled', unjournaled, 'jbytes', jbytes) end
+if pump ~= '' then redis.call('HSET', KEYS[1], 'pump', pump, 'pumpUntil', pumpUntil) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+if journaling and n > 0 then redis.call('SPUBLISH', channel, 'head ' .. head) end
 return 'ok'
 `;
 
 export interface RecordEventsScripts {
-  gwRecordEvents(incKey: string, posKey: string, ...args: (string | number)[]): Promise<string>;
+  gwRecordEvents(incKey: string, posKey: string, jnlKey: string, ...args: (string | number | Buffer)[]): Promise<string>;
 }
 
 export function defineRecordEventsScripts(client: Redis | Cluster): void {
-  client.defineCommand('gwRecordEvents', { numberOfKeys: 2, lua: RECORD_EVENTS_LUA });
+  client.defineCommand('gwRecordEvents', { numberOfKeys: 3, lua: RECORD_EVENTS_LUA });
 }
