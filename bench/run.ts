@@ -5,7 +5,7 @@
  *
  *   node build/bench/run.js            quick (npm run bench, a few minutes at most)
  *   node build/bench/run.js --full     longer windows, 10,000 idle streams, the SDK replica under load
- *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,node-floor,gateway-memory,gateway-redis
+ *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,node-floor,gateway-memory,gateway-redis,gateway-redis-journal
  *            --duration MS (rpc and sse windows)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LoadClient } from './lib/client.js';
 import { openFilesLimit } from './lib/procs.js';
-import { ensureTools, makeScratch, PROXY_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type Upstream } from './lib/targets.js';
+import { ensureTools, makeScratch, PROXY_KINDS, REDIS_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type Upstream } from './lib/targets.js';
 import { idleWorkload, resumeWorkload, rpcWorkload, sseWorkload, WORKLOADS, type Context, type Row, type WorkloadName } from './lib/workloads.js';
 
 export interface BenchOptions {
@@ -53,6 +53,8 @@ export interface ReportRow extends Row {
   vsDirect?: number;
   vsNginx?: number;
   vsHaproxy?: number;
+  /** The journal's rows: the same metric of the same gateway and store with the journal off. */
+  vsJournalOff?: number;
 }
 
 export interface BenchResult {
@@ -126,9 +128,11 @@ function withRatios(rows: readonly Row[]): ReportRow[] {
     const d = ratio('direct');
     const n = ratio('nginx');
     const h = ratio('haproxy');
+    const j = r.target === 'gateway-redis-journal' ? ratio('gateway-redis') : undefined;
     if (d !== undefined) out.vsDirect = d;
     if (n !== undefined) out.vsNginx = n;
     if (h !== undefined) out.vsHaproxy = h;
+    if (j !== undefined) out.vsJournalOff = j;
     return out;
   });
 }
@@ -145,15 +149,16 @@ function fmt(value: number | undefined): string {
 }
 
 export function formatTable(rows: readonly ReportRow[]): string {
-  const header = ['workload', 'target', 'metric', 'value', 'x direct', 'x nginx', 'x haproxy', 'note'];
-  const cells = rows.map((r) => [r.workload, r.target, r.metric, fmt(r.value), fmt(r.vsDirect), fmt(r.vsNginx), fmt(r.vsHaproxy), r.note ?? '']);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => (i === 7 ? 0 : c[i]!.length))));
+  const header = ['workload', 'target', 'metric', 'value', 'x direct', 'x nginx', 'x haproxy', 'x journal off', 'note'];
+  const cells = rows.map((r) => [r.workload, r.target, r.metric, fmt(r.value), fmt(r.vsDirect), fmt(r.vsNginx), fmt(r.vsHaproxy), fmt(r.vsJournalOff), r.note ?? '']);
+  const note = header.length - 1;
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => (i === note ? 0 : c[i]!.length))));
   const line = (c: string[]) =>
     c
-      .map((v, i) => (i === 7 ? v : i >= 3 ? v.padStart(widths[i]!) : v.padEnd(widths[i]!)))
+      .map((v, i) => (i === note ? v : i >= 3 ? v.padStart(widths[i]!) : v.padEnd(widths[i]!)))
       .join('  ')
       .trimEnd();
-  return [line(header), line(header.map((_, i) => (i === 7 ? '----' : '-'.repeat(widths[i]!)))), ...cells.map(line)].join('\n');
+  return [line(header), line(header.map((_, i) => (i === note ? '----' : '-'.repeat(widths[i]!)))), ...cells.map(line)].join('\n');
 }
 
 export async function runBench(opts: BenchOptions): Promise<BenchResult> {
@@ -163,9 +168,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const load1 = loadavg()[0] ?? 0;
   if (load1 > cpus().length) notes.push(`load average ${load1.toFixed(1)} on ${cpus().length} cores at the start: absolute figures are noisy, compare ratios`);
   const wants = (k: ProxyKind) => opts.targets.includes(k);
-  const tools = ensureTools({ redis: wants('gateway-redis'), nginx: wants('nginx'), haproxy: wants('haproxy') }, log);
+  const tools = ensureTools({ redis: REDIS_KINDS.some(wants), nginx: wants('nginx'), haproxy: wants('haproxy') }, log);
   notes.push(...tools.notes);
-  const targets = opts.targets.filter((k) => (k === 'gateway-redis' ? tools.redis : k === 'nginx' ? tools.nginx : k === 'haproxy' ? tools.haproxy : true));
+  const targets = opts.targets.filter((k) => (REDIS_KINDS.includes(k) ? tools.redis : k === 'nginx' ? tools.nginx : k === 'haproxy' ? tools.haproxy : true));
 
   const limit = await openFilesLimit();
   const openFiles = Number.isFinite(limit) ? limit : 65_536;
@@ -185,7 +190,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const upstreams: Upstream[] = [];
   const rows: Row[] = [];
   try {
-    if (targets.includes('gateway-redis')) redis = await startRedis(dir);
+    if (targets.some((k) => REDIS_KINDS.includes(k))) redis = await startRedis(dir);
     const ctx: Context = {
       load,
       redis,
@@ -303,7 +308,7 @@ async function main(): Promise<void> {
   };
   for (const [key, value] of Object.entries(custom)) if (value !== undefined) (opts as unknown as Record<string, unknown>)[key] = value;
   const result = await runBench(opts);
-  process.stdout.write(`\nratio = value / the same metric of that target in this run (requests_per_s, events_per_s: higher is better; ms, cpu, rss: lower is better)\n\n`);
+  process.stdout.write(`\nratio = value / the same metric of that target in this run (requests_per_s, events_per_s: higher is better; ms, cpu, rss: lower is better);\n'x journal off': gateway-redis-journal against gateway-redis, the same gateway and store with resumption.journal.enabled false\n\n`);
   process.stdout.write(`${formatTable(result.rows)}\n\n`);
   for (const note of result.notes) process.stdout.write(`note: ${note}\n`);
   process.stdout.write(`results: ${result.file}\n`);

@@ -24,8 +24,15 @@ const FLOOR_CLI = fileURLToPath(new URL('bench/floor.js', BUILD));
 const TEMPLATES = new URL('../../../bench/templates/', import.meta.url);
 const START_DEADLINE_MS = 15_000;
 
-export type ProxyKind = 'direct' | 'nginx' | 'haproxy' | 'node-floor' | 'gateway-memory' | 'gateway-redis';
-export const PROXY_KINDS: readonly ProxyKind[] = ['direct', 'nginx', 'haproxy', 'node-floor', 'gateway-memory', 'gateway-redis'];
+export type ProxyKind = 'direct' | 'nginx' | 'haproxy' | 'node-floor' | GatewayKind;
+/**
+ * The gateway with its journal off (as before CONTRACT.md §8: the owner replays), and with it on
+ * (every event journaled in Redis, continuations served from the journal), in the same run.
+ */
+export type GatewayKind = 'gateway-memory' | 'gateway-redis' | 'gateway-redis-journal';
+export const PROXY_KINDS: readonly ProxyKind[] = ['direct', 'nginx', 'haproxy', 'node-floor', 'gateway-memory', 'gateway-redis', 'gateway-redis-journal'];
+/** The targets that need the Redis server of the run. */
+export const REDIS_KINDS: readonly ProxyKind[] = ['gateway-redis', 'gateway-redis-journal'];
 
 export interface Upstream {
   readonly kind: 'fast' | 'sdk';
@@ -142,6 +149,7 @@ export async function startTarget(kind: ProxyKind, opts: ProxyOptions): Promise<
       return startFloor(opts);
     case 'gateway-memory':
     case 'gateway-redis':
+    case 'gateway-redis-journal':
       return startGateway(kind, opts);
   }
 }
@@ -163,19 +171,21 @@ async function tail(file: string): Promise<string> {
   return text.split('\n').slice(-20).join('\n');
 }
 
-async function startGateway(kind: 'gateway-memory' | 'gateway-redis', opts: ProxyOptions): Promise<Target> {
+async function startGateway(kind: GatewayKind, opts: ProxyOptions): Promise<Target> {
   const dir = await scratch(opts, kind);
   const [port, adminPort] = [await freePort(), await freePort()];
+  const redis = REDIS_KINDS.includes(kind);
   const config = {
     listen: { host: '127.0.0.1', port },
     admin: { host: '127.0.0.1', port: adminPort },
     path: '/mcp',
-    store: kind === 'gateway-redis' ? { type: 'redis', url: opts.redisUrl } : { type: 'memory' },
+    store: redis ? { type: 'redis', url: opts.redisUrl } : { type: 'memory' },
     replicas: opts.upstreams.map((u, i) => ({ id: `u${i + 1}`, url: u.url })),
     upstream: { connections: opts.gatewayConnections },
+    resumption: { journal: { enabled: kind === 'gateway-redis-journal' } },
     log: { level: opts.gatewayLog },
   };
-  if (kind === 'gateway-redis' && !opts.redisUrl) throw new Error('gateway-redis needs Redis');
+  if (redis && !opts.redisUrl) throw new Error(`${kind} needs Redis`);
   const file = join(dir, 'gateway.yaml');
   await writeFile(file, stringify(config));
   const logFile = join(dir, 'gateway.log');

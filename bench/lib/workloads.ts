@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { FloodResult, IdleResult, ResumeResult, RpcResult } from '../load.js';
 import type { LoadClient } from './client.js';
 import { treeCpuSeconds, treeRssBytes } from './procs.js';
-import { startTarget, type ProxyKind, type ProxyOptions, type RedisServer, type Target, type Upstream } from './targets.js';
+import { REDIS_KINDS, startTarget, type ProxyKind, type ProxyOptions, type RedisServer, type Target, type Upstream } from './targets.js';
 
 export type WorkloadName = 'rpc' | 'rpc-sdk' | 'sse' | 'idle' | 'resume';
 export const WORKLOADS: readonly WorkloadName[] = ['rpc', 'rpc-sdk', 'sse', 'idle', 'resume'];
@@ -36,14 +36,15 @@ interface Sample {
   storeOps: Map<string, number> | undefined;
 }
 
-async function storeOps(metricsUrl: string | undefined): Promise<Map<string, number> | undefined> {
+/** The samples of a gateway's counter `metric` summed by the value of `label`. */
+async function countsBy(metricsUrl: string | undefined, metric: string, label: string): Promise<Map<string, number> | undefined> {
   if (metricsUrl === undefined) return undefined;
   const text = await (await fetch(metricsUrl)).text();
-  const ops = new Map<string, number>();
-  for (const m of text.matchAll(/^mcp_gateway_store_duration_seconds_count\{[^}]*op="([^"]+)"[^}]*\} (\d+)/gm)) {
-    ops.set(m[1]!, (ops.get(m[1]!) ?? 0) + Number(m[2]));
+  const counts = new Map<string, number>();
+  for (const m of text.matchAll(new RegExp(`^${metric}\\{[^}]*${label}="([^"]+)"[^}]*\\} (\\d+)`, 'gm'))) {
+    counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + Number(m[2]));
   }
-  return ops;
+  return counts;
 }
 
 async function sample(ctx: Context, target: Target, upstream: Upstream): Promise<Sample> {
@@ -51,8 +52,8 @@ async function sample(ctx: Context, target: Target, upstream: Upstream): Promise
     target.pid === undefined ? 0 : treeCpuSeconds(target.pid),
     treeCpuSeconds(ctx.load.pid),
     treeCpuSeconds(upstream.child.pid),
-    target.kind === 'gateway-redis' ? ctx.redis?.commandStats() : undefined,
-    storeOps(target.metricsUrl),
+    REDIS_KINDS.includes(target.kind) ? ctx.redis?.commandStats() : undefined,
+    countsBy(target.metricsUrl, 'mcp_gateway_store_duration_seconds_count', 'op'),
   ]);
   return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redis, storeOps: ops };
 }
@@ -110,7 +111,7 @@ async function eachTarget(ctx: Context, kinds: readonly ProxyKind[], upstream: U
     let target: Target | undefined;
     try {
       target = await startTarget(kind, { ...ctx.proxy, upstreams: [upstream] });
-      if (kind === 'gateway-redis') await ctx.redis?.commandStats();
+      if (REDIS_KINDS.includes(kind)) await ctx.redis?.commandStats();
       rows.push(...(await fn(target)));
       ctx.log(`  ${workload} ${kind}: done`);
     } catch (err) {
@@ -240,13 +241,18 @@ function median(values: readonly number[]): number {
 /** 4. A GET with Last-Event-ID on the demo SDK replica: time to the first and to every replayed event. */
 export function resumeWorkload(ctx: Context, kinds: readonly ProxyKind[], replica: Upstream, s: ResumeSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, replica, 'resume', async (target) => {
+    const sources = () => countsBy(target.metricsUrl, 'mcp_gateway_continuations_total', 'source');
+    const before = await sources();
     const { result, start, end } = await measured(ctx, target, replica, (onMark) =>
       ctx.load.run<ResumeResult>({ kind: 'resume', url: target.url, events: s.events, reps: s.reps, timeoutMs: 10_000 }, onMark),
     );
     const done = result.firstEventMs.length;
     if (done === 0) throw new Error(`no resumption replayed ${s.events} events (${result.firstError ?? ''})`);
     const outcomes = [...new Set(result.resumption)].join(',');
-    const note = `${done}/${s.reps} replayed ${s.events} events; Mcp-Resumption: ${outcomes}${result.failed ? `; first failure: ${result.firstError}` : ''}`;
+    // Where the gateway says the continuations came from: its journal or the owner's own log.
+    const served = delta(before, await sources());
+    const from = served && served.size > 0 ? `; served from: ${[...served].map(([source, n]) => `${source} ${n}`).join(', ')}` : '';
+    const note = `${done}/${s.reps} replayed ${s.events} events; Mcp-Resumption: ${outcomes}${from}${result.failed ? `; first failure: ${result.firstError}` : ''}`;
     const w = { workload: 'resume', target: target.kind };
     return [
       { ...w, metric: 'first_replayed_event_ms_p50', value: median(result.firstEventMs), note },
