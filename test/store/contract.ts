@@ -8,6 +8,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Test } from 'tap';
 import type { EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, SessionState, Store } from '../../src/store/types.js';
+import { journalContract } from './journal-contract.js';
 
 export interface StoreHarness {
   readonly store: Store;
@@ -221,6 +222,7 @@ export function storeContract(t: Test, name: string, makeHarness: () => Promise<
   });
 
   incarnationContract(test, tickUntil);
+  journalContract(test, tickUntil);
 
   test('ping resolves', async (t, h) => {
     await t.resolves(h.store.ping());
@@ -935,6 +937,9 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['readIncarnation', () => store.readIncarnation('op-s', 'op-i', 0)],
     ['closeIncarnation', () => store.closeIncarnation('op-s', 'op-i')],
     ['touchIncarnation', () => store.touchIncarnation('op-s', 'op-i', LONG_TTL_MS)],
+    ['readJournal', () => store.readJournal('op-s', 'op-i', 0, 10)],
+    ['touchTail', () => store.touchTail('op-s', 'op-i', LONG_TTL_MS)],
+    ['releasePump', () => store.releasePump('op-s', 'op-i', 'op-instance')],
     ['agreeSecret', () => store.agreeSecret('op-secret')],
     ['publishKeyFingerprint', () => store.publishKeyFingerprint('op-instance', 'op-fingerprint', LONG_TTL_MS)],
     ['ping', () => store.ping()],
