@@ -18,10 +18,12 @@ import type {
   NewIncarnation,
   NewSession,
   RecordResult,
+  SessionInspection,
   SessionRecord,
   SessionState,
   Store,
 } from './types.js';
+import { INCARNATIONS_LISTED } from './types.js';
 
 export interface MemoryStoreOptions {
   /** Milliseconds since the epoch; tests pass a clock they can advance. */
@@ -358,6 +360,24 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       if (entry !== undefined) entry.expiresAt = now() + ttlMs;
     },
 
+    async inspectSession(sessionId: string, limit: number): Promise<SessionInspection> {
+      assertOpen('inspectSession');
+      const entry = live(sessionId);
+      // Insertion order is creation order: the newest are last.
+      const newest: IncarnationRecord[] = [];
+      for (const [key, inc] of [...incarnations].reverse()) {
+        if (newest.length >= Math.min(limit, INCARNATIONS_LISTED)) break;
+        if (inc.sessionId !== sessionId || inc.expiresAt <= now()) continue;
+        newest.push(toRecord(idOf(key), inc));
+      }
+      return { session: entry?.record ?? null, currentGet: entry?.getInc, incarnations: newest };
+    },
+
+    async readSecret(): Promise<string | null> {
+      assertOpen('readSecret');
+      return secret ?? null;
+    },
+
     async agreeSecret(candidate: string): Promise<string> {
       assertOpen('agreeSecret');
       secret ??= candidate;
@@ -390,6 +410,10 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
 
 function incarnationKey(sessionId: string, incarnationId: string): string {
   return JSON.stringify([sessionId, incarnationId]);
+}
+
+function idOf(key: string): string {
+  return (JSON.parse(key) as [string, string])[1];
 }
 
 /** The head is always kept, whatever the limit: the newest cursor must stay resumable. */

@@ -138,6 +138,19 @@ export type JournalNote =
   | { readonly kind: 'closed' } // closeIncarnation
   | { readonly kind: 'superseded' }; // a new GET of the session superseded it (E4)
 
+/** How many of a session's incarnations are listed at most (the Redis store indexes the newest this many). */
+export const INCARNATIONS_LISTED = 256;
+
+/** A session as an operator inspects it: read as it stands, never touched by the read. */
+export interface SessionInspection {
+  /** The record, in any state (a tombstone too); null when the store holds none. */
+  readonly session: SessionRecord | null;
+  /** The session's newest GET incarnation (E4), if any. */
+  readonly currentGet: string | undefined;
+  /** Its incarnations still recorded, newest first, at most the limit asked for. */
+  readonly incarnations: readonly IncarnationRecord[];
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
 
@@ -267,6 +280,16 @@ export interface Store {
    * included, by instance id, in one atomic step. Instances that stopped publishing drop out.
    */
   publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>>;
+
+  /**
+   * What the store holds of a session, for operators (admin endpoint, explain): its record, its
+   * current GET, and its incarnations still recorded, newest first, at most `limit` (itself at
+   * most INCARNATIONS_LISTED). Changes nothing: no TTL is extended.
+   */
+  inspectSession(sessionId: string, limit: number): Promise<SessionInspection>;
+
+  /** The cursor secret agreed through the store (agreeSecret), without offering one; null when none is. */
+  readSecret(): Promise<string | null>;
 
   /** Resolves when the store answers; rejects with a StoreError otherwise. */
   ping(): Promise<void>;

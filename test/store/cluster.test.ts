@@ -49,13 +49,14 @@ t.test('redis cluster: sessions spread over every master, and every script runs 
       view: { record: { head: 1 }, currentGet: 'g1', after: ['u1'] },
     });
     await store.closeIncarnation(sessionId, 'g1');
+    t.match(await store.inspectSession(sessionId, 10), { session: { sessionId }, currentGet: 'g1', incarnations: [{ id: 'g1', state: 'closed' }] });
     await store.endSession(sessionId, 'terminated', 60_000);
   }
   t.equal(await store.retireReplicaEpoch('r1', '', 'e2'), 'e2');
   t.equal(await store.agreeSecret('s'), 's');
   const sizes = await Promise.all(cluster.ports.map((port) => command(port, ['DBSIZE'])));
   t.ok(sizes.every((n) => typeof n === 'number' && n > 0), `keys on every master: ${sizes.join(', ')}`);
-  t.equal(sizes.reduce((a, b) => Number(a) + Number(b), 0), 30 * 3 + 2, 'three keys per session, two fleet keys');
+  t.equal(sizes.reduce((a, b) => Number(a) + Number(b), 0), 30 * 4 + 2, 'four keys per session (record, index of incarnations, an incarnation and its positions), two fleet keys');
 });
 
 t.test('redis cluster: a master lost fails operations fast with StoreError, never a hang', async (t) => {

@@ -716,6 +716,40 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.equal(view?.currentGet, 'g1', 'a tombstone still names the current GET');
   });
 
+  test('inspectSession: the record, the current GET and the incarnations newest first, apart from other sessions', async (t, h) => {
+    t.same(await h.store.inspectSession('s1', 10), { session: null, currentGet: undefined, incarnations: [] }, 'nothing held');
+    await bind(h);
+    await bind(h, 'other');
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1', 'u2'])), 'ok');
+    await h.tick();
+    t.equal(await record(h.store, 'p1', batch(1, ['u1'], { create: creating({ pending: [7] }) })), 'ok', 'a POST stream created by its first batch');
+    await h.tick();
+    await h.store.openIncarnation(incarnation('g2'), LONG_TTL_MS);
+    await h.store.closeIncarnation('s1', 'g1');
+    await h.store.openIncarnation(incarnation('x1', { sessionId: 'other' }), LONG_TTL_MS);
+    const seen = await (await h.peer()).inspectSession('s1', 10);
+    t.match(seen.session, { sessionId: 's1', owner: 'r1', ownerEpoch: 'e1', state: 'active' });
+    t.equal(seen.currentGet, 'g2');
+    t.same(seen.incarnations.map((i) => i.id), ['g2', 'p1', 'g1'], 'newest first, none of another session');
+    t.match(seen.incarnations[1], { id: 'p1', sessionId: 's1', owner: 'r1', kind: 'post', state: 'open', head: 1, base: 0, attach: 1, pending: [7] });
+    t.match(seen.incarnations[2], { id: 'g1', kind: 'get', state: 'closed', head: 2 });
+    t.same((await h.store.inspectSession('s1', 2)).incarnations.map((i) => i.id), ['g2', 'p1'], 'at most the limit');
+    await h.store.endSession('s1', 'lost', LONG_TTL_MS);
+    t.match((await h.store.inspectSession('s1', 10)).session, { state: 'lost' }, 'a tombstone too');
+  });
+
+  test('inspectSession: touches nothing, and expired incarnations are not listed', async (t, h) => {
+    await h.store.bindSession({ sessionId: 'idle', owner: 'r1', ownerEpoch: 'e1' }, h.shortTtlMs);
+    await h.store.openIncarnation(incarnation('short', { sessionId: 'idle' }), h.shortTtlMs);
+    await h.tick();
+    await h.store.openIncarnation(incarnation('long', { sessionId: 'idle', supersede: false }), LONG_TTL_MS);
+    t.same((await h.store.inspectSession('idle', 10)).incarnations.map((i) => i.id), ['long', 'short']);
+    await tickUntil(t, h, 'the inspected session expires', async () => (await h.store.inspectSession('idle', 10)).session === null);
+    const after = await h.store.inspectSession('idle', 10);
+    t.same(after.incarnations.map((i) => i.id), ['long'], 'the expired incarnation is gone, the other one listed');
+  });
+
   test('incarnations: odd session and incarnation ids work and stay apart', async (t, h) => {
     const incIds = ['{braces}', 'a', 'a:ids', 'pos:a', 'inc:a', 'a}{', 'ünï 🚀', 'y'.repeat(300)];
     for (const sessionId of ODD_IDS) await bind(h, sessionId);
@@ -905,6 +939,13 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(await other.publishKeyFingerprint('c', 'fc', LONG_TTL_MS), { a: 'fa2', c: 'fc' }, 'and stays out');
   });
 
+  test('readSecret: the agreed secret, never offering one', async (t, h) => {
+    t.equal(await h.store.readSecret(), null, 'none agreed yet');
+    t.equal(await h.store.readSecret(), null, 'and reading agreed none');
+    t.equal(await h.store.agreeSecret('first-candidate'), 'first-candidate', 'the first candidate still wins');
+    t.equal(await (await h.peer()).readSecret(), 'first-candidate');
+  });
+
   test('agreeSecret: the first candidate wins for good', async (t, h) => {
     t.equal(await h.store.agreeSecret('first-candidate'), 'first-candidate');
     t.equal(await h.store.agreeSecret('second-candidate'), 'first-candidate');
@@ -940,6 +981,8 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['readJournal', () => store.readJournal('op-s', 'op-i', 0, 10)],
     ['touchTail', () => store.touchTail('op-s', 'op-i', LONG_TTL_MS)],
     ['releasePump', () => store.releasePump('op-s', 'op-i', 'op-instance')],
+    ['inspectSession', () => store.inspectSession('op-s', 10)],
+    ['readSecret', () => store.readSecret()],
     ['agreeSecret', () => store.agreeSecret('op-secret')],
     ['publishKeyFingerprint', () => store.publishKeyFingerprint('op-instance', 'op-fingerprint', LONG_TTL_MS)],
     ['ping', () => store.ping()],

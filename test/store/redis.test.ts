@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { createRedisStore } from '../../src/store/redis/index.js';
-import { epochsKey, incarnationKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
-import type { Store } from '../../src/store/types.js';
+import { epochsKey, incarnationKey, incarnationsKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
+import { INCARNATIONS_LISTED, type Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { bound, SLACK_MS, waitFor } from '../helpers/wait.js';
 import { operations, redisHarness, storeContract } from './contract.js';
@@ -133,6 +133,15 @@ t.test('redis: a session and its incarnations share one slot, in the documented 
       }
     }
     t.equal(await redis.hget(sessionKey(KEY_PREFIX, sessionId), 'getInc'), 'g1:ids', 'the current GET is a field of the session');
+    const index = incarnationsKey(KEY_PREFIX, sessionId);
+    expected.push(index);
+    t.equal(calculateSlot(index), slot, 'the index of its incarnations is in its slot');
+    t.same(
+      (await redis.zrange(index, 0, -1)).sort(),
+      incs.map((id) => incarnationKey(KEY_PREFIX, sessionId, id)).sort(),
+      'the index lists the record key of each incarnation',
+    );
+    t.ok((await redis.pttl(index)) > 0, 'the index expires');
   }
   t.same((await redis.keys('*')).sort(), expected.sort(), 'the store wrote exactly these keys');
   t.equal(calculateSlot(secretKey(KEY_PREFIX)), calculateSlot('fleet'));
@@ -150,6 +159,22 @@ t.test('redis: a session and its incarnations share one slot, in the documented 
   });
   t.same(await redis.lrange(positionsKey(KEY_PREFIX, 'plain', 'p1'), 0, -1), ['', 'u1', ''], "positions 0..head, '' for null");
   t.same(await redis.lrange(positionsKey(KEY_PREFIX, 'plain', 'g1'), 0, -1), [''], 'an incarnation id ending in :ids has its own keys');
+});
+
+t.test('redis: the index of a session keeps its newest incarnations only', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  const ids = Array.from({ length: INCARNATIONS_LISTED + 4 }, (_, i) => `p${String(i).padStart(4, '0')}`);
+  for (const id of ids) {
+    t.equal(await store.recordEvents('s1', id, { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [], create: { owner: 'r1', kind: 'post', pending: [] } }, 100, 60_000), 'ok');
+  }
+  t.equal(await redis.zcard(incarnationsKey(KEY_PREFIX, 's1')), INCARNATIONS_LISTED, 'bounded');
+  const listed = (await store.inspectSession('s1', INCARNATIONS_LISTED)).incarnations.map((i) => i.id);
+  t.equal(listed.length, INCARNATIONS_LISTED);
+  t.notOk(listed.includes('p0000'), 'the oldest fell out of the index');
+  t.ok(listed.includes(ids.at(-1)!), 'the newest is listed');
 });
 
 t.test('redis: PTTL of both incarnation keys follows ttlMs on open, attach, record and touch', async (t) => {

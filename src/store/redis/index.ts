@@ -9,21 +9,34 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import { GatewayError } from '../../errors.js';
-import type {
-  EventBatch,
-  IncarnationView,
-  JournalNote,
-  JournalRead,
-  NewIncarnation,
-  NewSession,
-  RecordResult,
-  SessionRecord,
-  SessionState,
-  Store,
+import {
+  INCARNATIONS_LISTED,
+  type EventBatch,
+  type IncarnationRecord,
+  type IncarnationView,
+  type JournalNote,
+  type JournalRead,
+  type NewIncarnation,
+  type NewSession,
+  type RecordResult,
+  type SessionInspection,
+  type SessionRecord,
+  type SessionState,
+  type Store,
 } from '../types.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
-import { epochsKey, fingerprintsKey, incarnationKey, journalKey, noteChannelPrefix, positionsKey, secretKey, sessionKey } from './keys.js';
+import {
+  epochsKey,
+  fingerprintsKey,
+  incarnationKey,
+  incarnationsKey,
+  journalKey,
+  noteChannelPrefix,
+  positionsKey,
+  secretKey,
+  sessionKey,
+} from './keys.js';
 import { toJournalRead, toRecord, toView } from './replies.js';
 import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
 import { defineScripts } from './scripts/index.js';
@@ -114,6 +127,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
         const opened = await client.gwOpenIncarnation(
           ...incKeys(sessionId, id),
           key(sessionId),
+          incarnationsKey(opts.keyPrefix, sessionId),
           id,
           sessionId,
           owner,
@@ -163,6 +177,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
         }
         const result = await client.gwRecordEvents(
           ...incKeys(sessionId, incarnationId),
+          incarnationsKey(opts.keyPrefix, sessionId),
           batch.attach,
           batch.fromSeq,
           Math.max(1, Math.floor(maxPositions)),
@@ -201,6 +216,36 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
         const reply = await client.gwReadJournal(...incKeys(sessionId, incarnationId), seqArgument(afterSeq), Math.max(0, Math.floor(limit)));
         return reply === null ? null : toJournalRead(incarnationId, reply);
       });
+    },
+
+    inspectSession(sessionId: string, limit: number): Promise<SessionInspection> {
+      return run('inspectSession', async () => {
+        const count = Math.max(0, Math.min(Math.floor(limit), INCARNATIONS_LISTED));
+        const reply = await client.gwSessionIncarnations(key(sessionId), incarnationsKey(opts.keyPrefix, sessionId), count);
+        if (!Array.isArray(reply) || reply.length !== 3 || !Array.isArray(reply[2])) throw new Error(`malformed session reply: ${JSON.stringify(reply)}`);
+        const [fields, currentGet, members] = reply as [unknown, unknown, unknown[]];
+        // The index holds each incarnation's record key: its id is what follows the session's part.
+        const before = incarnationKey(opts.keyPrefix, sessionId, '');
+        const ids = members.filter((m): m is string => typeof m === 'string' && m.startsWith(before)).map((m) => m.slice(before.length));
+        // Each record as readJournal reads it (no events: limit 0), in one round trip; all in the session's slot.
+        const pipeline = client.pipeline();
+        for (const id of ids) (pipeline as unknown as typeof client).gwReadJournal(...incKeys(sessionId, id), 0, 0);
+        const replies = ids.length === 0 ? [] : ((await pipeline.exec()) ?? []);
+        const incarnations: IncarnationRecord[] = [];
+        replies.forEach(([err, read], i) => {
+          if (err) throw err;
+          if (read !== null) incarnations.push(toJournalRead(ids[i]!, read).record);
+        });
+        return {
+          session: fields === null ? null : toRecord(fields),
+          currentGet: typeof currentGet === 'string' ? currentGet : undefined,
+          incarnations,
+        };
+      });
+    },
+
+    readSecret(): Promise<string | null> {
+      return run('readSecret', () => client.get(secretKey(opts.keyPrefix)));
     },
 
     watchJournal(sessionId: string, incarnationId: string, listener: (note: JournalNote) => void): () => void {

@@ -47,6 +47,11 @@ export function noteChannelPrefix(keyPrefix: string, sessionId: string): string 
   return `${keyPrefix}:{${sessionTag(sessionId)}}:note:`;
 }
 
+/** The index of a session's incarnations (a sorted set of their record keys), for inspectSession. */
+export function incarnationsKey(keyPrefix: string, sessionId: string): string {
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:incs`;
+}
+
 /** The fleet's cursor secret (E2). */
 export function secretKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:cursor-secret`;

@@ -19,6 +19,7 @@
  */
 
 import type { Cluster, Redis } from 'ioredis';
+import { INCARNATIONS_LISTED } from '../../types.js';
 import { TOUCH_SESSION_FUNCTION_LUA } from './session.js';
 
 /** Lua shared by the incarnation scripts. */
@@ -38,31 +39,48 @@ end
 `;
 
 /**
- * Lua shared by the scripts that create an incarnation (KEYS[1], KEYS[2]), so that both create it
- * alike: open, head 0, attach 1, position 0 with no upstream id. A positions list left without
- * its record (an eviction) is dropped first.
+ * Lua shared by the scripts that write an incarnation: keeps the session's index of incarnations
+ * (a sorted set in the session's slot, scored by creation time, for inspectSession) alive at least
+ * `ttlMs`, never shortening it. Its members are the incarnations' record keys: the id is read from
+ * the key (an argument more would move every argument of recordEvents).
  */
-export const CREATE_INCARNATION_LUA = `
-local function create(sessionId, owner, kind, pending, ttlMs)
+export const INCARNATION_INDEX_LUA = `
+local function keepIndex(indexKey, ttlMs)
+  if redis.call('PTTL', indexKey) < tonumber(ttlMs) then redis.call('PEXPIRE', indexKey, ttlMs) end
+end
+`;
+
+/**
+ * Lua shared by the scripts that create an incarnation (KEYS[1], KEYS[2]), so that both create it
+ * alike: open, head 0, attach 1, position 0 with no upstream id, listed in the session's index
+ * (which keeps the newest INCARNATIONS_LISTED). A positions list left without its record (an
+ * eviction) is dropped first.
+ */
+export const CREATE_INCARNATION_LUA = `${INCARNATION_INDEX_LUA}
+local function create(indexKey, sessionId, owner, kind, pending, ttlMs)
   redis.call('DEL', KEYS[2], KEYS[3])
   redis.call('HSET', KEYS[1], 'sessionId', sessionId, 'owner', owner, 'kind', kind, 'state', 'open',
     'head', 0, 'base', 0, 'attach', 1, 'pending', pending)
   redis.call('RPUSH', KEYS[2], '')
   redis.call('PEXPIRE', KEYS[1], ttlMs)
   redis.call('PEXPIRE', KEYS[2], ttlMs)
+  local t = redis.call('TIME')
+  redis.call('ZADD', indexKey, t[1] * 1000 + math.floor(t[2] / 1000), KEYS[1])
+  redis.call('ZREMRANGEBYRANK', indexKey, 0, -${INCARNATIONS_LISTED + 1})
+  keepIndex(indexKey, ttlMs)
 end
 `;
 
 /**
  * Creates an incarnation, and makes it the session's current GET when asked and the session
  * exists, noting 'superseded' to the one it replaces; refuses an id that is recorded already.
- * KEYS: incarnation, positions, journal, session.
+ * KEYS: incarnation, positions, journal, session, the session's index of incarnations.
  * ARGV: incarnationId, sessionId, owner, kind, pending (JSON), supersede ('1' or '0'), ttlMs,
  * the session's note channel prefix.
  */
 const OPEN_INCARNATION_LUA = `${CREATE_INCARNATION_LUA}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-create(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7])
+create(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7])
 if ARGV[6] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
   local previous = redis.call('HGET', KEYS[4], 'getInc')
   redis.call('HSET', KEYS[4], 'getInc', ARGV[1])
@@ -178,18 +196,31 @@ redis.call('HSET', KEYS[1], 'pump', '', 'pumpUntil', 0)
 return 1
 `;
 
+/**
+ * What inspectSession reads first: the session's fields (toRecord's order, untouched; false when
+ * none), its current GET, and the newest incarnation record keys of its index. KEYS: session,
+ * index. ARGV: limit.
+ */
+const SESSION_INCARNATIONS_LUA = `
+local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt')
+local session = false
+if f[1] then session = f end
+return { session, redis.call('HGET', KEYS[1], 'getInc'), redis.call('ZREVRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1) }
+`;
+
 /** An incarnation's keys: record, positions, journal. */
 type IncKeys = [incKey: string, posKey: string, jnlKey: string];
 
 export interface IncarnationScripts {
   gwOpenIncarnation(
-    ...args: [...IncKeys, session: string,
+    ...args: [...IncKeys, session: string, index: string,
       incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number, channelPrefix: string]
   ): Promise<number>;
   gwAttachIncarnation(...args: [...IncKeys, session: string, ttlMs: number, afterSeq: number]): Promise<unknown>;
   gwReadIncarnation(...args: [...IncKeys, session: string, afterSeq: number]): Promise<unknown>;
   gwTouchAndRead(...args: [...IncKeys, session: string, idleTtlMs: number, afterSeq: number]): Promise<unknown>;
   gwReadJournal(...args: [...IncKeys, afterSeq: number, limit: number]): Promise<unknown>;
+  gwSessionIncarnations(session: string, index: string, limit: number): Promise<unknown>;
   gwCloseIncarnation(incKey: string, channel: string): Promise<number>;
   gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
   gwTouchTail(incKey: string, until: number): Promise<number>;
@@ -197,7 +228,8 @@ export interface IncarnationScripts {
 }
 
 export function defineIncarnationScripts(client: Redis | Cluster): void {
-  client.defineCommand('gwOpenIncarnation', { numberOfKeys: 4, lua: OPEN_INCARNATION_LUA });
+  client.defineCommand('gwOpenIncarnation', { numberOfKeys: 5, lua: OPEN_INCARNATION_LUA });
+  client.defineCommand('gwSessionIncarnations', { numberOfKeys: 2, lua: SESSION_INCARNATIONS_LUA });
   client.defineCommand('gwAttachIncarnation', { numberOfKeys: 4, lua: ATTACH_INCARNATION_LUA });
   client.defineCommand('gwReadIncarnation', { numberOfKeys: 4, lua: READ_INCARNATION_LUA });
   client.defineCommand('gwTouchAndRead', { numberOfKeys: 4, lua: TOUCH_AND_READ_LUA });

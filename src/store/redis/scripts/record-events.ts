@@ -11,7 +11,7 @@ import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.j
  * journal's bytes fit maxBytes, and notes the new head on the incarnation's channel; or, for a
  * batch without payloads, drops the journal (nothing up to its head can be read from it any more).
  * Sets the pump lease when told to.
- * KEYS: incarnation, positions, journal.
+ * KEYS: incarnation, positions, journal, the session's index of incarnations.
  * ARGV: attach, fromSeq, maxPositions, ttlMs, create ('1' or '0'), then sessionId, owner, kind and
  * pending (JSON) of the incarnation to create ('' each when create is '0'), then k, then k responded
  * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument,
@@ -79,7 +79,7 @@ if journaling then
 end
 
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
-  create(ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
+  create(KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
 end
 
 local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending', 'unjournaled', 'jbytes')
@@ -167,14 +167,15 @@ if pump ~= '' then redis.call('HSET', KEYS[1], 'pump', pump, 'pumpUntil', pumpUn
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
+keepIndex(KEYS[4], ARGV[4])
 if journaling and n > 0 then redis.call('SPUBLISH', channel, 'head ' .. head) end
 return 'ok'
 `;
 
 export interface RecordEventsScripts {
-  gwRecordEvents(incKey: string, posKey: string, jnlKey: string, ...args: (string | number | Buffer)[]): Promise<string>;
+  gwRecordEvents(incKey: string, posKey: string, jnlKey: string, index: string, ...args: (string | number | Buffer)[]): Promise<string>;
 }
 
 export function defineRecordEventsScripts(client: Redis | Cluster): void {
-  client.defineCommand('gwRecordEvents', { numberOfKeys: 3, lua: RECORD_EVENTS_LUA });
+  client.defineCommand('gwRecordEvents', { numberOfKeys: 4, lua: RECORD_EVENTS_LUA });
 }
