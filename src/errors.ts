@@ -19,8 +19,10 @@ interface Raised {
 }
 
 interface Answered extends Raised {
-  /** The HTTP status of the answer (200: an event or a stream, not a status of its own). */
+  /** The HTTP status of the answer. */
   readonly status: number;
+  /** An event inside a stream (its status line is the stream's 200), not an answer of its own. */
+  readonly stream?: boolean;
   /** Sent as Retry-After (upstream.retryAfterSeconds): the client may try again later. */
   readonly retry?: boolean;
   /** The JSON-RPC error code, or the notification's method. */
@@ -97,6 +99,13 @@ export const ERROR_CODES = {
     meaning:
       "a 2026-07-28 request whose MCP-Protocol-Version, Mcp-Method or Mcp-Name header disagrees with its body (§9 M1), never forwarded; the body is the SDK v2 server's own answer, with the request's id",
   },
+  GW_TASK_LOST: {
+    status: 200,
+    rpc: -32602,
+    message: 'Task lost: the server that held it is gone',
+    meaning:
+      "a tasks/get, tasks/update, tasks/cancel or tasks/result of the 2026-07-28 era for a task whose replica is gone (R4: refused, down, restarted, or removed from the configuration); never sent to another replica. A JSON-RPC error with the request's id, in a 200 as the replica's own answer to an unknown task (-32602), so that a client fails the task at once",
+  },
   GW_BODY_TOO_LARGE: {
     status: 413,
     rpc: -32600,
@@ -145,6 +154,7 @@ export const ERROR_CODES = {
     rpc: 'notifications/gateway/stream_reset',
     message: '',
     fixed: true,
+    stream: true,
     meaning: 'resumption.mode signal: the stream was not continued; a new stream begins with this notification',
   },
   GW_OUTCOME_UNKNOWN: {
@@ -152,6 +162,7 @@ export const ERROR_CODES = {
     rpc: -32010,
     message: "Stream not resumable; the request's outcome is unknown",
     fixed: true,
+    stream: true,
     meaning: 'an event of the signal stream, one per call whose response the gateway never forwarded: the call fails at once',
   },
 } as const satisfies Record<string, Raised | Answered>;

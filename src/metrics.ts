@@ -104,6 +104,12 @@ export function createMetrics(registry: Registry) {
       labelNames: ['mcp_method', 'outcome'] as const,
       registers,
     }),
+    tasks: new Counter({
+      name: 'mcp_gateway_tasks_total',
+      help: 'Tasks of the 2026-07-28 era by outcome: recorded (a tools/call answered with a task, its holder in the store), unrecorded (the store did not take it; logged), routed (a request for a recorded task sent to its holder), unknown (a request for a task the store does not hold, sent to the balancer), lost (its holder is gone: GW_TASK_LOST).',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

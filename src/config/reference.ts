@@ -45,12 +45,13 @@ export interface CodeRow {
   readonly meaning: string;
   readonly status?: number;
   readonly rpc?: number | string;
+  readonly stream?: boolean;
 }
 
 /** One row per code: raised errors have no status; answers give their HTTP status and JSON-RPC code. */
 export function errorCodeReference(codes: Readonly<Record<string, CodeRow>> = ERROR_CODES): string {
   const rows = Object.entries(codes).map(([code, row]) => {
-    const status = row.status === undefined ? '(raised, not an answer)' : row.status === 200 ? '200 (in a stream)' : String(row.status);
+    const status = row.status === undefined ? '(raised, not an answer)' : row.stream ? `${row.status} (in a stream)` : String(row.status);
     const rpc = row.rpc === undefined ? '' : `\`${row.rpc}\``;
     return `| \`${code}\` | ${status} | ${rpc} | ${cell(row.meaning)} |`;
   });

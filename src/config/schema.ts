@@ -237,6 +237,18 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    tasks: Type.Object(
+      {
+        maxTtlMs: Type.Integer({
+          minimum: 1000,
+          maximum: 30 * 24 * 3_600_000,
+          default: 86_400_000,
+          description:
+            "how long at most the gateway remembers which replica holds a task of the 2026-07-28 era (§9 M2): a task is remembered for the ttlMs its tools/call answer gives, or this long when that is null, absent, or longer (at least 1 s; at most 30 days). After it, a request for the task goes to the balancer",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     cursor: Type.Object(
       {
         secret: Type.Optional(

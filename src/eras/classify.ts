@@ -62,6 +62,9 @@ export function methodLabel(method: string): string {
   return KNOWN_METHODS.has(method) ? method : 'other';
 }
 
+/** What an answer shows in place of an Mcp-Name that carries a task id. */
+const TASK_ID_WITHHELD = '(a task id, withheld)';
+
 const BASE64_PREFIX = '=?base64?';
 const BASE64_SUFFIX = '?=';
 const BASE64_CANONICAL = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
@@ -130,9 +133,11 @@ function mismatch(headers: Headers, message: ModernMessage): { header: string; w
   const name = trimmed(headers, 'mcp-name');
   if (field === undefined || name === undefined) return undefined;
   const decoded = decodeName(name);
-  if (decoded === undefined) return { header: name, why: 'the Mcp-Name header carries an invalid Base64 sentinel value' };
+  if (decoded === undefined) return { header: field === 'taskId' ? TASK_ID_WITHHELD : name, why: 'the Mcp-Name header carries an invalid Base64 sentinel value' };
   const value = message.params[field];
   if (typeof value === 'string' && value !== decoded) {
+    // A task id is a bearer secret (§9 M2): the answer does not echo either value.
+    if (field === 'taskId') return { header: TASK_ID_WITHHELD, why: 'the body carries params.taskId but the Mcp-Name header names another task' };
     return { header: name, why: `the body carries params.${field}="${value}" but the Mcp-Name header names "${decoded}"` };
   }
   return undefined;
@@ -156,6 +161,6 @@ export function decodeName(value: string): string | undefined {
   }
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+export function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }

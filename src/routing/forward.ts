@@ -2,7 +2,7 @@
  * Forwarding a client's request to a replica, and what a replica's answer tells the fleet and the
  * store about it: shared by new sessions (R1), session requests (R2 to R4) and resumptions.
  */
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor/keys.js';
 import { describe } from '../errors.js';
@@ -13,7 +13,16 @@ import type { Metrics } from '../metrics.js';
 import { RecentIds } from '../recent-ids.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { SseStreams } from '../streams/sse-streams.js';
-import { describeUpstreamError, replicaPath, type UpstreamAbort, type UpstreamResponse, type Upstreams } from '../upstream.js';
+import {
+  describeUpstreamError,
+  isAbort,
+  isConnectFailure,
+  isRefused,
+  replicaPath,
+  type UpstreamAbort,
+  type UpstreamResponse,
+  type Upstreams,
+} from '../upstream.js';
 import type { Answering } from './answers.js';
 import { shortId, type RequestLog } from './request-log.js';
 
@@ -44,6 +53,8 @@ export interface Forwarding {
   sessionId: string | undefined;
   /** The request body, when era classification already parsed it: never parsed twice. */
   parsedBody?: unknown;
+  /** Reads the replica's answer on its way to the client (eras/tasks.ts: a task it creates). */
+  watch?: (response: UpstreamResponse, replica: ReplicaConfig) => UpstreamResponse;
 }
 
 /** A forwarding before its replica is chosen. */
@@ -98,6 +109,36 @@ export function createForwarder(deps: ProxyDeps) {
 
 
   /**
+   * Sends a request to the replica that holds its state (a session's, a task's), and nowhere else:
+   * never retried on another. A refused connection means the owner is gone (R4): it is reported,
+   * and `gone` answers the client. Any other failure makes the owner suspect and is answered 503.
+   * Resolves with the response, or undefined once the client has been answered (or went away).
+   */
+  async function sendToOwner(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    attempt: Forwarding,
+    abort: UpstreamAbort,
+    gone: () => unknown,
+  ): Promise<UpstreamResponse | undefined> {
+    const owner = attempt.replica.id;
+    try {
+      return await send(request, attempt, abort);
+    } catch (err) {
+      if (isAbort(err)) return undefined;
+      if (isRefused(err)) {
+        await fleet.reportRefused(owner);
+        await gone();
+        return undefined;
+      }
+      fleet.reportSuspect(owner, describeUpstreamError(err));
+      await deps.answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: owner });
+      return undefined;
+    }
+  }
+
+
+  /**
    * The replica created a session that the gateway could not record: no client will ever use it,
    * so ask the replica to drop it rather than let it hold the session's memory forever.
    */
@@ -109,5 +150,5 @@ export function createForwarder(deps: ProxyDeps) {
   }
 
 
-  return { loseSession, reportStatus, send, discardSession };
+  return { loseSession, reportStatus, send, sendToOwner, discardSession };
 }

@@ -7,6 +7,8 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { classify, methodLabel } from '../eras/classify.js';
+import { createTaskRequests } from '../eras/task-requests.js';
+import { requestedTask } from '../eras/tasks.js';
 import { headerValue, LAST_EVENT_ID, SESSION_HEADER } from '../headers.js';
 import { createResumption } from '../resumption/resume.js';
 import { createForwarder, type ForwardingPlan, type ProxyDeps } from './forward.js';
@@ -23,6 +25,7 @@ export function createProxy(deps: ProxyDeps) {
   const respond = createRespond(deps);
   const newSession = createNewSession(deps, forwarder, respond);
   const existingSession = createSessionRequests(deps, forwarder, respond);
+  const tasks = createTaskRequests(deps, forwarder, respond, newSession);
 
   const resume = createResumption({
     config: deps.config,
@@ -58,9 +61,12 @@ export function createProxy(deps: ProxyDeps) {
         const data = { mismatch: { header: era.header, body: era.why } };
         return answer(request, reply, 'GW_HEADER_MISMATCH', { detail: era.why, data, id: era.message.id });
       }
+      // M2: a task lives on the replica that created it.
+      const taskId = requestedTask(era.message);
+      if (taskId !== undefined) return tasks.taskRequest(request, reply, forwarding, era.message, taskId);
       // M1: no session, whatever Mcp-Session-Id says; M3: sessionless, the answer is never an
       // incarnation, so never held open or journaled.
-      return newSession(request, reply, forwarding);
+      return newSession(request, reply, era.message.method === 'tools/call' ? tasks.toolCall(era.message, forwarding) : forwarding);
     }
     forwarding.parsedBody = era.parsed;
     const sessionId = headerValue(request.headers, SESSION_HEADER);

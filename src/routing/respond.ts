@@ -19,8 +19,9 @@ export function createRespond(deps: ProxyDeps) {
   const { logger, streams, requests, answer } = deps;
 
   /** Streams the replica's answer to the client, with the gateway's own headers added. */
-  async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, response: UpstreamResponse, abort: UpstreamAbort) {
+  async function respond(request: FastifyRequest, reply: FastifyReply, forwarding: Forwarding, answered: UpstreamResponse, abort: UpstreamAbort) {
     const { replica, sessionId } = forwarding;
+    const response = forwarding.watch ? forwarding.watch(answered, replica) : answered;
     const res = reply.raw;
     const sse = isEventStream(response);
     const headers = responseHeadersForClient(response.headers, replicaOnlyHeaders(deps.config()));

@@ -6,14 +6,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
 import type { SessionRecord } from '../store/types.js';
-import { describeUpstreamError, isAbort, isConnectFailure, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { UpstreamAbort } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';
 
 export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
   const { store, fleet, logger, answer } = deps;
-  const { send, reportStatus, loseSession } = forwarder;
+  const { sendToOwner, reportStatus, loseSession } = forwarder;
 
   /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
   async function existingSession(request: FastifyRequest, reply: FastifyReply, sessionId: string, forwarding: ForwardingPlan) {
@@ -44,21 +44,13 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
     }
     const attempt: Forwarding = { ...forwarding, replica, sessionId };
     const abort = new UpstreamAbort();
-    let response: UpstreamResponse;
-    try {
-      response = await send(request, attempt, abort);
-    } catch (err) {
-      if (isAbort(err)) return;
-      if (isRefused(err)) {
-        // R4: nothing listens where the owner was; its sessions are gone with it.
-        await fleet.reportRefused(record.owner);
-        loseSession(record, 'owner refused the connection');
-        return answer(request, reply, 'GW_SESSION_NOT_FOUND');
-      }
-      // Never retried elsewhere: the session lives on its owner only (R1, R2).
-      fleet.reportSuspect(record.owner, describeUpstreamError(err));
-      return answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: record.owner });
-    }
+    // Never retried elsewhere: the session lives on its owner only (R1, R2).
+    const response = await sendToOwner(request, reply, attempt, abort, () => {
+      // R4: nothing listens where the owner was; its sessions are gone with it.
+      loseSession(record, 'owner refused the connection');
+      return answer(request, reply, 'GW_SESSION_NOT_FOUND');
+    });
+    if (response === undefined) return;
     reportStatus(record.owner, response.statusCode);
     fleet.sessionSeen(record.owner, sessionId);
     if (response.statusCode === 404) {

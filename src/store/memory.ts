@@ -22,6 +22,7 @@ import type {
   SessionRecord,
   SessionState,
   Store,
+  TaskRecord,
 } from './types.js';
 import { INCARNATIONS_LISTED } from './types.js';
 
@@ -70,6 +71,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   const epochs = new Map<string, string>();
   /** Keyed by incarnationKey(sessionId, incarnationId): an incarnation belongs to its session. */
   const incarnations = new Map<string, IncarnationEntry>();
+  const tasks = new Map<string, { record: TaskRecord; expiresAt: number }>();
   let secret: string | undefined;
   const fingerprints = new Map<string, { fingerprint: string; expiresAt: number }>();
   let closed = false;
@@ -89,6 +91,18 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     for (const [key, entry] of incarnations) {
       if (entry.expiresAt <= t) incarnations.delete(key);
     }
+    for (const [key, entry] of tasks) {
+      if (entry.expiresAt <= t) tasks.delete(key);
+    }
+  }
+
+  /** The live task record, dropping it first if it has expired. */
+  function liveTask(taskKey: string): TaskRecord | undefined {
+    const entry = tasks.get(taskKey);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt > now()) return entry.record;
+    tasks.delete(taskKey);
+    return undefined;
   }
 
   /** The live entry for `sessionId`, dropping it first if it has expired. */
@@ -216,6 +230,18 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       if (entry === undefined || entry.record.state !== 'active') return;
       entry.record = Object.freeze({ ...entry.record, state });
       entry.expiresAt = now() + tombstoneTtlMs;
+    },
+
+    async bindTask(taskKey: string, task: TaskRecord, ttlMs: number): Promise<boolean> {
+      assertOpen('bindTask');
+      if (liveTask(taskKey) !== undefined) return false;
+      tasks.set(taskKey, { record: Object.freeze({ owner: task.owner, ownerEpoch: task.ownerEpoch }), expiresAt: now() + ttlMs });
+      return true;
+    },
+
+    async readTask(taskKey: string): Promise<TaskRecord | null> {
+      assertOpen('readTask');
+      return liveTask(taskKey) ?? null;
     },
 
     async replicaEpochs(): Promise<Record<string, string>> {

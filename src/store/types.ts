@@ -3,7 +3,8 @@
  * each SSE stream's incarnation (its owner, the upstream id behind each position its cursors name,
  * the attachment that may write it, the POST requests still unanswered); the fleet-wide epoch of
  * each replica (a replica declared gone gets a new epoch, and every session bound under an older
- * epoch is lost with it); and the cursor secret, when none is configured.
+ * epoch is lost with it); which replica holds each task of the 2026-07-28 era (§9 M2), under a
+ * digest of its id; and the cursor secret, when none is configured.
  *
  * Two implementations: memory (one gateway process) and Redis (a fleet of gateways). Both pass the
  * same contract suite (test/store/contract.ts). Every failure surfaces as a StoreError
@@ -26,6 +27,17 @@ export interface SessionRecord {
 export interface NewSession {
   readonly sessionId: string;
   readonly owner: string;
+  readonly ownerEpoch: string;
+}
+
+/**
+ * The replica that answered a `tools/call` with a task (§9 M2). Recorded under a digest of the
+ * task id (eras/tasks.ts), never the id itself: a task id is a bearer secret, and a dump of the
+ * store must not hand it out.
+ */
+export interface TaskRecord {
+  readonly owner: string;
+  /** The owner's fleet epoch when the task was recorded; a different current epoch means lost. */
   readonly ownerEpoch: string;
 }
 
@@ -182,6 +194,15 @@ export interface Store {
    * keeps its first state (a session lost stays lost even if the client then sends DELETE).
    */
   endSession(sessionId: string, state: 'terminated' | 'lost', tombstoneTtlMs: number): Promise<void>;
+
+  /**
+   * Records the task whose id digests to `taskKey` as held by `task.owner`, for `ttlMs`. Returns
+   * false, and changes nothing, when that key is recorded already (whoever holds it).
+   */
+  bindTask(taskKey: string, task: TaskRecord, ttlMs: number): Promise<boolean>;
+
+  /** The task's record; null when none is held (never recorded, or expired). */
+  readTask(taskKey: string): Promise<TaskRecord | null>;
 
   /** Current epochs of the replicas that have one; a replica never declared gone has none. */
   replicaEpochs(): Promise<Record<string, string>>;

@@ -7,14 +7,40 @@
  * - `GET /control/state`: `{ seen, openStreams }`, the standard headers of every MCP POST it
  *   received (in order) and the number of SSE responses it is writing now;
  * - `POST /control/tools-changed`: publishes notifications/tools/list_changed to its listeners.
+ *
+ * Tasks (the Tasks extension, SEP-2663), kept in this process's memory as an SDK v2 author keeps
+ * them: the tool `start-task` answers `resultType: "task"` (with `ttlMs` from its argument, null
+ * when asked; in an SSE stream after a progress notification when the call asks for progress); `tasks/get`, `tasks/update` (sets `statusMessage`) and `tasks/cancel` act on a task
+ * of this process and answer -32602 for any other. Every task names the replica that holds it in
+ * `holder`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
-import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { randomUUID } from 'node:crypto';
+import { createMcpHandler, McpServer, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 
 const { values } = parseArgs({ options: { id: { type: 'string' }, port: { type: 'string', default: '0' } } });
 const id = values.id ?? 'v2';
+
+interface HeldTask {
+  taskId: string;
+  status: 'working' | 'completed' | 'cancelled';
+  statusMessage: string;
+  ttlMs: number | null;
+  createdAt: string;
+  lastUpdatedAt: string;
+  pollIntervalMs: number;
+  holder: string;
+}
+const tasks = new Map<string, HeldTask>();
+const TaskParams = z.object({ taskId: z.string() }).passthrough();
+
+function heldTask(taskId: string): HeldTask {
+  const task = tasks.get(taskId);
+  if (!task) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Failed to retrieve task: Task not found`);
+  return task;
+}
 
 function factory(): McpServer {
   const server = new McpServer({ name: `v2-replica-${id}`, version: '1.0.0' });
@@ -32,6 +58,41 @@ function factory(): McpServer {
       return { content: [{ type: 'text', text: `${id}:${n}` }] };
     },
   );
+  server.registerTool(
+    'start-task',
+    { description: 'starts a task held in this process', inputSchema: z.object({ ttlMs: z.number().int().nullable().optional() }) },
+    async ({ ttlMs }, ctx) => {
+      // Asked for progress, it answers with an SSE stream: one notification, then the task.
+      const progressToken = ctx.mcpReq._meta?.progressToken;
+      if (progressToken !== undefined) await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: 1, total: 1 } });
+      const now = new Date().toISOString();
+      const task: HeldTask = {
+        taskId: randomUUID(),
+        status: 'working',
+        statusMessage: 'started',
+        ttlMs: ttlMs === undefined ? 60_000 : ttlMs,
+        createdAt: now,
+        lastUpdatedAt: now,
+        pollIntervalMs: 50,
+        holder: id,
+      };
+      tasks.set(task.taskId, task);
+      return { resultType: 'task', ...task, content: [] } as never;
+    },
+  );
+  server.server.setRequestHandler('tasks/get', { params: TaskParams }, async ({ taskId }) => ({ ...heldTask(taskId) }));
+  server.server.setRequestHandler('tasks/update', { params: TaskParams.extend({ statusMessage: z.string() }) }, async ({ taskId, statusMessage }) => {
+    const task = heldTask(taskId);
+    task.statusMessage = statusMessage;
+    task.lastUpdatedAt = new Date().toISOString();
+    return { ...task };
+  });
+  server.server.setRequestHandler('tasks/cancel', { params: TaskParams }, async ({ taskId }) => {
+    const task = heldTask(taskId);
+    task.status = 'cancelled';
+    task.lastUpdatedAt = new Date().toISOString();
+    return { ...task };
+  });
   return server;
 }
 

@@ -223,6 +223,7 @@ export function storeContract(t: Test, name: string, makeHarness: () => Promise<
 
   incarnationContract(test, tickUntil);
   journalContract(test, tickUntil);
+  taskContract(test, tickUntil);
 
   test('ping resolves', async (t, h) => {
     await t.resolves(h.store.ping());
@@ -963,6 +964,47 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
   });
 }
 
+/** Task records (CONTRACT.md §9 M2): which replica holds a task, under a digest of its id. */
+function taskContract(test: ContractTest, tickUntil: TickUntil): void {
+  const task = (owner: string, ownerEpoch = 'e1') => ({ owner, ownerEpoch });
+
+  test('tasks: bind then read returns the record, from another gateway too', async (t, h) => {
+    t.equal(await h.store.readTask('k1'), null, 'none before');
+    t.equal(await h.store.bindTask('k1', task('replica-a', 'epoch-7'), LONG_TTL_MS), true);
+    t.same(await h.store.readTask('k1'), { owner: 'replica-a', ownerEpoch: 'epoch-7' });
+    t.same(await (await h.peer()).readTask('k1'), { owner: 'replica-a', ownerEpoch: 'epoch-7' }, 'another gateway reads it');
+    t.equal(await h.store.readTask('k2'), null, 'another key is another task');
+  });
+
+  test('tasks: binding a recorded key returns false and keeps the first owner', async (t, h) => {
+    t.equal(await h.store.bindTask('k1', task('first'), LONG_TTL_MS), true);
+    t.equal(await h.store.bindTask('k1', task('second', 'e2'), LONG_TTL_MS), false);
+    t.same(await h.store.readTask('k1'), task('first'));
+  });
+
+  test('tasks: concurrent binds of one key from two gateways: exactly one wins', async (t, h) => {
+    const other = await h.peer();
+    const results = await Promise.all([h.store.bindTask('k1', task('from-a'), LONG_TTL_MS), other.bindTask('k1', task('from-b'), LONG_TTL_MS)]);
+    t.same(results.filter(Boolean).length, 1, 'one bind succeeded');
+    t.equal((await other.readTask('k1'))?.owner, results[0] ? 'from-a' : 'from-b');
+  });
+
+  test('tasks: a record expires after its TTL; reading does not extend it', async (t, h) => {
+    await h.store.bindTask('short', task('r1'), h.shortTtlMs);
+    await h.store.bindTask('long', task('r1'), LONG_TTL_MS);
+    t.ok(await h.store.readTask('short'), 'present at first');
+    await tickUntil(t, h, 'the short record expires while read on every tick', async () => (await h.store.readTask('short')) === null);
+    t.ok(await h.store.readTask('long'), 'the long one lives on');
+    t.equal(await h.store.bindTask('short', task('r2'), LONG_TTL_MS), true, 'its key is free again');
+  });
+
+  test('tasks: keys and owners with odd characters stay apart and read back exactly', async (t, h) => {
+    const keys = ['a', 'A', 'a-b_c', 'x'.repeat(64)];
+    for (const [i, key] of keys.entries()) t.equal(await h.store.bindTask(key, task(`r.${i}`, `e:${i}`), LONG_TTL_MS), true, key);
+    for (const [i, key] of keys.entries()) t.same(await h.store.readTask(key), task(`r.${i}`, `e:${i}`), key);
+  });
+}
+
 /** Every operation but close, each by the name that StoreError carries as `op`. */
 export function operations(store: Store): [string, () => Promise<unknown>][] {
   return [
@@ -970,6 +1012,8 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['touchSession', () => store.touchSession('op-s', LONG_TTL_MS)],
     ['touchAndRead', () => store.touchAndRead('op-s', LONG_TTL_MS, { incarnationId: 'op-i', afterSeq: 0 })],
     ['endSession', () => store.endSession('op-s', 'terminated', LONG_TTL_MS)],
+    ['bindTask', () => store.bindTask('op-t', { owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS)],
+    ['readTask', () => store.readTask('op-t')],
     ['replicaEpochs', () => store.replicaEpochs()],
     ['retireReplicaEpoch', () => store.retireReplicaEpoch('op-r', '', 'e1')],
     ['openIncarnation', () => store.openIncarnation(incarnation('op-i', { sessionId: 'op-s' }), LONG_TTL_MS)],

@@ -23,6 +23,7 @@ import {
   type SessionRecord,
   type SessionState,
   type Store,
+  type TaskRecord,
 } from '../types.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
@@ -36,6 +37,7 @@ import {
   positionsKey,
   secretKey,
   sessionKey,
+  taskRecordKey,
 } from './keys.js';
 import { toJournalRead, toRecord, toView } from './replies.js';
 import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
@@ -110,6 +112,26 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     endSession(sessionId: string, state: Exclude<SessionState, 'active'>, tombstoneTtlMs: number): Promise<void> {
       return run('endSession', async () => {
         await client.gwEndSession(key(sessionId), state, tombstoneTtlMs);
+      });
+    },
+
+    bindTask(taskKey: string, task: TaskRecord, ttlMs: number): Promise<boolean> {
+      // One command, atomic as a script: the record is written only where none is.
+      return run('bindTask', async () => {
+        const reply = await client.set(taskRecordKey(opts.keyPrefix, taskKey), JSON.stringify([task.owner, task.ownerEpoch]), 'PX', ttlMs, 'NX');
+        return reply === 'OK';
+      });
+    },
+
+    readTask(taskKey: string): Promise<TaskRecord | null> {
+      return run('readTask', async () => {
+        const value = await client.get(taskRecordKey(opts.keyPrefix, taskKey));
+        if (value === null) return null;
+        const fields: unknown = JSON.parse(value);
+        if (!Array.isArray(fields) || fields.length !== 2 || !fields.every((f) => typeof f === 'string')) {
+          throw new Error('malformed task record');
+        }
+        return { owner: fields[0] as string, ownerEpoch: fields[1] as string };
       });
     },
 

@@ -70,3 +70,11 @@ export function epochsKey(keyPrefix: string): string {
 function sessionTag(sessionId: string): string {
   return createHash('sha1').update(sessionId).digest('base64url');
 }
+
+/**
+ * A task's record (§9 M2). `taskKey` is already a digest of the task id (eras/tasks.ts), base64url
+ * without braces: it is its own hash tag, and no raw task id is ever part of a key.
+ */
+export function taskRecordKey(keyPrefix: string, taskKey: string): string {
+  return `${keyPrefix}:{${taskKey}}:task`;
+}
