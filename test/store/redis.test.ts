@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { createRedisStore } from '../../src/store/redis/index.js';
-import { epochsKey, incarnationKey, incarnationsKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
-import { INCARNATIONS_LISTED, type Store } from '../../src/store/types.js';
+import { epochsKey, incarnationKey, incarnationsKey, journalKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
+import { INCARNATIONS_LISTED, type JournalNote, type Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { bound, SLACK_MS, waitFor } from '../helpers/wait.js';
 import { operations, redisHarness, storeContract } from './contract.js';
@@ -200,6 +200,79 @@ t.test('redis: PTTL of both incarnation keys follows ttlMs on open, attach, reco
   await store.readIncarnation('s1', 'g1', 0);
   await store.touchAndRead('s1', 900_000, { incarnationId: 'g1', afterSeq: 0 });
   await expectTtl(400_000, 'a refused batch, close, read and touchAndRead leave it');
+});
+
+t.test('redis: the journal is a list beside the positions, same index, same slot, same TTL', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  const [inc, pos, jnl] = [incarnationKey, positionsKey, journalKey].map((key) => key(KEY_PREFIX, 's1', 'g1')) as [string, string, string];
+  t.equal(calculateSlot(jnl), calculateSlot(sessionKey(KEY_PREFIX, 's1')), "in its session's slot");
+  await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 100_000);
+  await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 100_000);
+  t.equal(await redis.exists(jnl), 0, 'no journal before a batch with payloads');
+  const payloads = ['data: a\n\n', 'event: x\ndata: ü\n\n'];
+  await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: [null, 'u3'], payloads, responded: [] }, 100, 300_000, 1000);
+  t.same(await redis.lrange(jnl, 0, -1), ['', '', ...payloads], "positions 0..head, '' where no bytes were journaled");
+  t.same(await redis.lrange(pos, 0, -1), ['', 'u1', '', 'u3']);
+  t.match(await redis.hgetall(inc), { head: '3', base: '0', unjournaled: '1', jbytes: String(Buffer.byteLength(payloads.join(''))) });
+  for (const key of [inc, pos, jnl]) t.ok(setTo(await redis.pttl(key), 300_000), `record sets the TTL of ${key}`);
+  await store.attachIncarnation('s1', 'g1', 200_000, 0);
+  t.ok(setTo(await redis.pttl(jnl), 200_000), 'attach sets it');
+  await store.touchIncarnation('s1', 'g1', 400_000);
+  t.ok(setTo(await redis.pttl(jnl), 400_000), 'touch sets it');
+  await store.recordEvents('s1', 'g1', { attach: 2, fromSeq: 4, upstreamIds: [null], responded: [] }, 100, 400_000);
+  t.equal(await redis.exists(jnl), 0, 'a batch without payloads drops the journal it can no longer be read from');
+  t.match(await store.readIncarnation('s1', 'g1', 0), { record: { head: 4, journaled: false } });
+});
+
+t.test('redis: a journal lost without its record (evicted) is read as none, and journaling starts again after it', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
+  const batch = (fromSeq: number, data: string) => ({ attach: 1, fromSeq, upstreamIds: [null], payloads: [`data: ${data}\n\n`], responded: [] });
+  await store.recordEvents('s1', 'g1', batch(1, 'a'), 100, 60_000, 1000);
+  await redis.del(journalKey(KEY_PREFIX, 's1', 'g1'));
+  t.match(await store.readJournal('s1', 'g1', 0, 10), { record: { head: 1, journaled: false }, events: [] }, 'nothing, never a wrong event');
+  t.equal(await store.recordEvents('s1', 'g1', batch(1, 'a'), 100, 60_000, 1000), 'stale', 'a retry cannot claim bytes that are gone');
+  t.equal(await store.recordEvents('s1', 'g1', batch(2, 'b'), 100, 60_000, 1000), 'ok');
+  t.match(await store.readJournal('s1', 'g1', 1, 10), { record: { head: 2, journaled: false }, events: [{ seq: 2, payload: 'data: b\n\n' }] });
+});
+
+t.test('redis: watches share one subscriber connection, opened on the first, subscribed again after it is cut, closed with the store', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  const watcher = makeStore(server);
+  t.teardown(() => Promise.all([store.close(), watcher.close()]));
+  const redis = inspector(t, server);
+  const pubsubClients = async () => String(await redis.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n').filter(Boolean).length;
+  const channels = async () => ((await redis.call('PUBSUB', 'SHARDCHANNELS')) as string[]).length;
+  t.equal(await pubsubClients(), 0, 'none before the first watch');
+  const notes: JournalNote[] = [];
+  const unwatch = ['g1', 'g2', 'g3'].map((id) => watcher.watchJournal('s1', id, (note) => notes.push(note)));
+  await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
+  let head = 0;
+  const noteArrives = async (what: string) => {
+    const seen = notes.length;
+    await waitFor(what, RECOVERY_DEADLINE_MS, async () => {
+      head += 1;
+      await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: head, upstreamIds: [null], payloads: [`data: ${head}\n\n`], responded: [] }, 100, 60_000);
+      return notes.length > seen;
+    });
+  };
+  await noteArrives('a note once subscribed');
+  t.equal(await pubsubClients(), 1, 'one connection for three watches');
+  t.equal(await channels(), 3, 'three channels');
+  await redis.client('KILL', 'TYPE', 'pubsub');
+  await noteArrives('a note after the connection was cut and came back');
+  t.ok(notes.every((note) => note.kind === 'head'), 'head notes only');
+  for (const stop of unwatch) stop();
+  await waitFor('no channel left once every watch ended', RECOVERY_DEADLINE_MS, async () => (await channels()) === 0);
+  await watcher.close();
+  await waitFor('the subscriber connection closed with the store', RECOVERY_DEADLINE_MS, async () => (await pubsubClients()) === 0);
 });
 
 t.test('redis: an incarnation that lost one of its keys counts as not recorded', async (t) => {
