@@ -100,7 +100,7 @@ export function createMetrics(registry: Registry) {
     }),
     modernRequests: new Counter({
       name: 'mcp_gateway_modern_requests_total',
-      help: 'Requests of the 2026-07-28 era, by JSON-RPC method (other: one the gateway does not know) and outcome (forwarded, header_mismatch).',
+      help: 'Requests of the 2026-07-28 era, by JSON-RPC method (other: one the gateway does not know) and outcome (forwarded, header_mismatch, cache_hit: answered from the cache).',
       labelNames: ['mcp_method', 'outcome'] as const,
       registers,
     }),
@@ -108,6 +108,22 @@ export function createMetrics(registry: Registry) {
       name: 'mcp_gateway_tasks_total',
       help: 'Tasks of the 2026-07-28 era by outcome: recorded (a tools/call answered with a task, its holder in the store), unrecorded (the store did not take it; logged), routed (a request for a recorded task sent to its holder), unknown (a request for a task the store does not hold, sent to the balancer), lost (its holder is gone: GW_TASK_LOST).',
       labelNames: ['outcome'] as const,
+      registers,
+    }),
+    cacheRequests: new Counter({
+      name: 'mcp_gateway_cache_requests_total',
+      help: 'Cacheable requests of the 2026-07-28 era with cache.enabled, by method and result: hit (answered from the cache), miss (forwarded; its answer kept when public), bypass (a multi-round retry, never cached).',
+      labelNames: ['mcp_method', 'result'] as const,
+      registers,
+    }),
+    cacheEntries: new Gauge({
+      name: 'mcp_gateway_cache_entries',
+      help: 'Results held by the cache of the 2026-07-28 era (cache.maxEntries bounds it).',
+      registers,
+    }),
+    cacheBytes: new Gauge({
+      name: 'mcp_gateway_cache_bytes',
+      help: 'Bytes of the results held by the cache of the 2026-07-28 era (cache.maxBytes bounds it).',
       registers,
     }),
     resumptions: new Counter({

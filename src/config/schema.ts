@@ -301,6 +301,22 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    cache: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'keep the 2026-07-28 results a shared cache may keep (server/discover, the lists, resources/read with cacheScope public and a positive ttlMs) and answer the same request from memory for that ttlMs; false: every request reaches a replica',
+        }),
+        maxEntries: Type.Integer({ minimum: 0, default: 1000, description: 'most results kept (least recently used out first)' }),
+        maxBytes: Type.Integer({
+          minimum: 0,
+          default: 16 * 1024 * 1024,
+          description: 'most bytes of results kept, counted as the replicas sent them; a larger result is not kept',
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     shutdown: Type.Object(
       {
         graceMs: Millis(

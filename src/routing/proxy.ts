@@ -6,10 +6,12 @@
  * replica's answer reaches the client through respond.ts, the gateway's own through answers.ts.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { classify, methodLabel } from '../eras/classify.js';
+import { CACHE_HEADER, CACHEABLE_METHODS, cacheKey, createResultCache, watchForCache } from '../eras/cache.js';
+import { classify, methodLabel, type ModernMessage } from '../eras/classify.js';
 import { createTaskRequests } from '../eras/task-requests.js';
 import { requestedTask } from '../eras/tasks.js';
 import { headerValue, LAST_EVENT_ID, SESSION_HEADER } from '../headers.js';
+import { NO_REPLICA } from '../metrics.js';
 import { createResumption } from '../resumption/resume.js';
 import { createForwarder, type ForwardingPlan, type ProxyDeps } from './forward.js';
 import { createNewSession } from './new-session.js';
@@ -43,6 +45,36 @@ export function createProxy(deps: ProxyDeps) {
   });
 
 
+  const cache = createResultCache(() => deps.config().cache);
+
+  /**
+   * A cacheable modern request answered from the cache (true), or marked so that its answer is
+   * offered to the cache on its way to the client.
+   */
+  function fromCache(request: FastifyRequest, reply: FastifyReply, message: ModernMessage, forwarding: ForwardingPlan): boolean {
+    if (!CACHEABLE_METHODS.has(message.method) || !cache.enabled()) return false;
+    const key = cacheKey(message);
+    const body = key === undefined ? undefined : cache.answer(key, message.id);
+    metrics.cacheRequests.inc({ mcp_method: message.method, result: key === undefined ? 'bypass' : body === undefined ? 'miss' : 'hit' });
+    if (key === undefined) return false;
+    if (body === undefined) {
+      forwarding.watch = (response) =>
+        watchForCache(response, deps.config().cache.maxBytes, (answer) => {
+          cache.offer(key, answer);
+          const { entries, bytes } = cache.size();
+          metrics.cacheEntries.set(entries);
+          metrics.cacheBytes.set(bytes);
+        });
+      return false;
+    }
+    requests.answered(request, { status: 200, replica: NO_REPLICA });
+    reply.hijack();
+    reply.raw.writeHead(200, { 'content-type': 'application/json', [CACHE_HEADER]: 'hit' });
+    reply.raw.end(body);
+    requests.ended(request, reply, 'cache_hit');
+    return true;
+  }
+
   return async function proxy(request: FastifyRequest, reply: FastifyReply) {
     const forwarding: ForwardingPlan = { dropRequestHeaders: [], responseHeaders: {} };
     const lastEventId = headerValue(request.headers, LAST_EVENT_ID);
@@ -56,11 +88,15 @@ export function createProxy(deps: ProxyDeps) {
     }
     const era = classify(request.method, request.headers, request.body);
     if (era.kind !== 'legacy') {
-      metrics.modernRequests.inc({ mcp_method: methodLabel(era.message.method), outcome: era.kind === 'mismatch' ? 'header_mismatch' : 'forwarded' });
+      const mcpMethod = methodLabel(era.message.method);
       if (era.kind === 'mismatch') {
+        metrics.modernRequests.inc({ mcp_method: mcpMethod, outcome: 'header_mismatch' });
         const data = { mismatch: { header: era.header, body: era.why } };
         return answer(request, reply, 'GW_HEADER_MISMATCH', { detail: era.why, data, id: era.message.id });
       }
+      const cached = fromCache(request, reply, era.message, forwarding);
+      metrics.modernRequests.inc({ mcp_method: mcpMethod, outcome: cached ? 'cache_hit' : 'forwarded' });
+      if (cached) return reply;
       // M2: a task lives on the replica that created it.
       const taskId = requestedTask(era.message);
       if (taskId !== undefined) return tasks.taskRequest(request, reply, forwarding, era.message, taskId);

@@ -174,6 +174,8 @@ function v2Server(): McpServer {
       capabilities: { logging: {}, tools: { listChanged: true }, prompts: { listChanged: true }, completions: {} },
       // A state that fails its check is refused with -32602 before any handler runs.
       requestState: { verify: verifyState },
+      // Public for a minute, as the tool list of a fleet whose replicas are all alike may be.
+      cacheHints: { 'tools/list': { ttlMs: 60_000, cacheScope: 'public' } },
     },
   );
   for (const [name, [description, result]] of Object.entries(fx.STATIC_TOOLS)) {
