@@ -10,6 +10,9 @@
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
  *            --rounds N (default 1: every workload but idle N times, targets in turn; medians)
+ *            --variant NAME=JSON (repeatable: every gateway target also runs as gateway-KIND+NAME, in the
+ *              same rounds; JSON {"checkout": DIR, "config": {...}}: another checkout's build, and
+ *              configuration merged over the bench's, e.g. --variant 'w2={"config":{"workers":2}}')
  *
  * Prints one table and writes it as JSON to bench/results/<timestamp>.json. Absolute figures depend
  * on the machine and on what else runs on it; the ratios to the baselines of the same run are what
@@ -22,13 +25,15 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LoadClient } from './lib/client.js';
 import { openFilesLimit } from './lib/procs.js';
-import { ensureTools, makeScratch, PROXY_KINDS, REDIS_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type Upstream } from './lib/targets.js';
+import { ensureTools, kindOf, makeScratch, PROXY_KINDS, REDIS_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type TargetName, type Upstream, type Variant } from './lib/targets.js';
 import { idleWorkload, resumeWorkload, rpcWorkload, sseWorkload, WORKLOADS, type Context, type Row, type WorkloadName } from './lib/workloads.js';
 
 export interface BenchOptions {
   mode: 'quick' | 'full' | 'custom';
   workloads: readonly WorkloadName[];
   targets: readonly ProxyKind[];
+  /** Gateway variants by name: each gateway target runs once more per variant, right after it. */
+  variants: ReadonlyMap<string, Variant>;
   concurrency: number;
   warmupMs: number;
   durationMs: number;
@@ -71,6 +76,7 @@ export function presetOptions(mode: 'quick' | 'full'): BenchOptions {
     mode,
     workloads: quick ? ['rpc', 'sse', 'idle', 'resume'] : WORKLOADS,
     targets: PROXY_KINDS,
+    variants: new Map(),
     concurrency: 32,
     warmupMs: quick ? 1000 : 3000,
     durationMs: quick ? 4000 : 20_000,
@@ -116,7 +122,7 @@ export function mergeRounds(rounds: readonly (readonly Row[])[]): Row[] {
 const NO_RATIO = new Set(['loadgen_cpu_share', 'upstream_cpu_share', 'streams_open', 'failed']);
 
 function withRatios(rows: readonly Row[]): ReportRow[] {
-  const find = (r: Row, target: ProxyKind) => rows.find((b) => b.workload === r.workload && b.metric === r.metric && b.target === target);
+  const find = (r: Row, target: TargetName) => rows.find((b) => b.workload === r.workload && b.metric === r.metric && b.target === target);
   return rows.map((r) => {
     const out: ReportRow = { ...r };
     if (NO_RATIO.has(r.metric)) return out;
@@ -170,7 +176,10 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const wants = (k: ProxyKind) => opts.targets.includes(k);
   const tools = ensureTools({ redis: REDIS_KINDS.some(wants), nginx: wants('nginx'), haproxy: wants('haproxy') }, log);
   notes.push(...tools.notes);
-  const targets = opts.targets.filter((k) => (REDIS_KINDS.includes(k) ? tools.redis : k === 'nginx' ? tools.nginx : k === 'haproxy' ? tools.haproxy : true));
+  const available = opts.targets.filter((k) => (REDIS_KINDS.includes(k) ? tools.redis : k === 'nginx' ? tools.nginx : k === 'haproxy' ? tools.haproxy : true));
+  const targets: TargetName[] = available.flatMap((k) =>
+    k.startsWith('gateway-') ? [k, ...[...opts.variants.keys()].map((name) => `${k}+${name}` as TargetName)] : [k],
+  );
 
   const limit = await openFilesLimit();
   const openFiles = Number.isFinite(limit) ? limit : 65_536;
@@ -190,7 +199,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const upstreams: Upstream[] = [];
   const rows: Row[] = [];
   try {
-    if (targets.some((k) => REDIS_KINDS.includes(k))) redis = await startRedis(dir);
+    if (targets.some((k) => REDIS_KINDS.includes(kindOf(k)))) redis = await startRedis(dir);
     const ctx: Context = {
       load,
       redis,
@@ -202,6 +211,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(opts.gatewayCpuProfDir ? { gatewayCpuProfDir: opts.gatewayCpuProfDir } : {}),
         // Every open stream holds one connection to its replica.
         gatewayConnections: Math.max(1024, idleStreams + 256),
+        variants: opts.variants,
         openFiles,
       },
     };
@@ -256,7 +266,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     seconds: (Date.now() - started.getTime()) / 1000,
     mode: opts.mode,
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, loadavg: loadavg(), node: process.version, openFiles },
-    settings: { ...opts, log: undefined, idleStreams, targets },
+    settings: { ...opts, log: undefined, idleStreams, targets, variants: Object.fromEntries(opts.variants) },
     notes,
     rows: report,
   };
@@ -278,6 +288,7 @@ async function main(): Promise<void> {
       'upstream-workers': { type: 'string' },
       'gateway-cpu-prof': { type: 'string' },
       rounds: { type: 'string' },
+      variant: { type: 'string', multiple: true },
     },
   });
   const opts = presetOptions(values.full ? 'full' : 'quick');
@@ -307,11 +318,21 @@ async function main(): Promise<void> {
     gatewayCpuProfDir: values['gateway-cpu-prof'] === undefined ? undefined : resolve(values['gateway-cpu-prof']),
   };
   for (const [key, value] of Object.entries(custom)) if (value !== undefined) (opts as unknown as Record<string, unknown>)[key] = value;
+  opts.variants = new Map((values.variant ?? []).map(parseVariant));
   const result = await runBench(opts);
   process.stdout.write(`\nratio = value / the same metric of that target in this run (requests_per_s, events_per_s: higher is better; ms, cpu, rss: lower is better);\n'x journal off': gateway-redis-journal against gateway-redis, the same gateway and store with resumption.journal.enabled false\n\n`);
   process.stdout.write(`${formatTable(result.rows)}\n\n`);
   for (const note of result.notes) process.stdout.write(`note: ${note}\n`);
   process.stdout.write(`results: ${result.file}\n`);
+}
+
+/** NAME=JSON, as --variant takes it. */
+function parseVariant(arg: string): [string, Variant] {
+  const at = arg.indexOf('=');
+  const name = arg.slice(0, at);
+  if (at <= 0 || !/^[a-z0-9-]+$/i.test(name)) throw new Error(`--variant ${arg}: expected NAME=JSON, NAME of letters, digits and dashes`);
+  const spec = JSON.parse(arg.slice(at + 1)) as Variant;
+  return [name, { ...spec, ...(spec.checkout === undefined ? {} : { checkout: resolve(spec.checkout) }) }];
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { stringify } from 'yaml';
@@ -34,6 +34,24 @@ export const PROXY_KINDS: readonly ProxyKind[] = ['direct', 'nginx', 'haproxy', 
 /** The targets that need the Redis server of the run. */
 export const REDIS_KINDS: readonly ProxyKind[] = ['gateway-redis', 'gateway-redis-journal'];
 
+/**
+ * A target's name: a proxy kind, or a gateway variant `gateway-redis+NAME` (--variant), run in the
+ * same rounds as the plain gateway so that A/B ratios come from one run.
+ */
+export type TargetName = ProxyKind | `${GatewayKind}+${string}`;
+
+/** What a gateway variant changes: another checkout's build, and configuration merged over the bench's. */
+export interface Variant {
+  /** A checkout whose build/src/cli.js runs instead of this one's (built with npm run build:test). */
+  checkout?: string;
+  config?: Record<string, unknown>;
+}
+
+/** The proxy kind a target name runs. */
+export function kindOf(name: TargetName): ProxyKind {
+  return name.split('+', 1)[0] as ProxyKind;
+}
+
 export interface Upstream {
   readonly kind: 'fast' | 'sdk';
   /** The MCP endpoint, http://127.0.0.1:PORT/mcp */
@@ -43,7 +61,7 @@ export interface Upstream {
 }
 
 export interface Target {
-  readonly kind: ProxyKind;
+  readonly kind: TargetName;
   /** The MCP endpoint clients use. */
   readonly url: string;
   /** The proxy process (its descendants count too); undefined for direct. */
@@ -132,9 +150,12 @@ export interface ProxyOptions {
   openFiles: number;
   /** When set, each gateway (and the node floor) writes a V8 CPU profile (.cpuprofile) here as it stops. */
   gatewayCpuProfDir?: string;
+  /** Gateway variants by name (the part after '+' in a target name). */
+  variants?: ReadonlyMap<string, Variant>;
 }
 
-export async function startTarget(kind: ProxyKind, opts: ProxyOptions): Promise<Target> {
+export async function startTarget(name: TargetName, opts: ProxyOptions): Promise<Target> {
+  const kind = kindOf(name);
   switch (kind) {
     case 'direct': {
       const first = opts.upstreams[0];
@@ -149,9 +170,24 @@ export async function startTarget(kind: ProxyKind, opts: ProxyOptions): Promise<
       return startFloor(opts);
     case 'gateway-memory':
     case 'gateway-redis':
-    case 'gateway-redis-journal':
-      return startGateway(kind, opts);
+    case 'gateway-redis-journal': {
+      const variantName = name.slice(kind.length + 1);
+      const variant = variantName === '' ? {} : opts.variants?.get(variantName);
+      if (variant === undefined) throw new Error(`no variant named ${variantName}`);
+      return startGateway(kind, name, variant, opts);
+    }
   }
+}
+
+/** `over` merged into `base`, objects key by key, anything else replaced. */
+function merged(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const into = out[key];
+    const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+    out[key] = isObject(into) && isObject(value) ? merged(into, value) : value;
+  }
+  return out;
 }
 
 function scratch(opts: ProxyOptions, name: string): Promise<string> {
@@ -171,11 +207,11 @@ async function tail(file: string): Promise<string> {
   return text.split('\n').slice(-20).join('\n');
 }
 
-async function startGateway(kind: GatewayKind, opts: ProxyOptions): Promise<Target> {
-  const dir = await scratch(opts, kind);
+async function startGateway(kind: GatewayKind, name: TargetName, variant: Variant, opts: ProxyOptions): Promise<Target> {
+  const dir = await scratch(opts, name.replace('+', '-'));
   const [port, adminPort] = [await freePort(), await freePort()];
   const redis = REDIS_KINDS.includes(kind);
-  const config = {
+  const config = merged({
     listen: { host: '127.0.0.1', port },
     admin: { host: '127.0.0.1', port: adminPort },
     path: '/mcp',
@@ -184,18 +220,20 @@ async function startGateway(kind: GatewayKind, opts: ProxyOptions): Promise<Targ
     upstream: { connections: opts.gatewayConnections },
     resumption: { journal: { enabled: kind === 'gateway-redis-journal' } },
     log: { level: opts.gatewayLog },
-  };
+  }, variant.config ?? {});
   if (redis && !opts.redisUrl) throw new Error(`${kind} needs Redis`);
   const file = join(dir, 'gateway.yaml');
   await writeFile(file, stringify(config));
   const logFile = join(dir, 'gateway.log');
   const log = createWriteStream(logFile);
   await new Promise((resolve) => log.once('open', resolve));
-  const profile = opts.gatewayCpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.gatewayCpuProfDir, '--cpu-prof-name', `${kind}-${Date.now()}.cpuprofile`] : [];
-  const child = startChild(process.execPath, [...profile, GATEWAY_CLI, '--config', file], { stdio: ['ignore', log, log] });
+  // One folder per gateway run: each of its processes (workers too) writes its own profile there.
+  const profile = opts.gatewayCpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(opts.gatewayCpuProfDir, `${name}-${Date.now()}`)] : [];
+  const cli = variant.checkout === undefined ? GATEWAY_CLI : resolve(variant.checkout, 'build/src/cli.js');
+  const child = startChild(process.execPath, [...profile, cli, '--config', file], { stdio: ['ignore', log, log] });
   const readyz = `http://127.0.0.1:${adminPort}/readyz`;
   try {
-    await waitFor(`${kind} ready`, START_DEADLINE_MS, async () => {
+    await waitFor(`${name} ready`, START_DEADLINE_MS, async () => {
       if (child.proc.exitCode !== null) throw new Error(`exited with ${child.proc.exitCode}`);
       return (await fetch(readyz)).status === 200;
     });
@@ -204,7 +242,7 @@ async function startGateway(kind: GatewayKind, opts: ProxyOptions): Promise<Targ
     throw new Error(`${(err as Error).message}\n${await tail(logFile)}`);
   }
   return {
-    kind,
+    kind: name,
     url: `http://127.0.0.1:${port}/mcp`,
     pid: child.pid,
     metricsUrl: `http://127.0.0.1:${adminPort}/metrics`,

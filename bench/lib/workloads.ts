@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { FloodResult, IdleResult, ResumeResult, RpcResult } from '../load.js';
 import type { LoadClient } from './client.js';
 import { treeCpuSeconds, treeRssBytes } from './procs.js';
-import { REDIS_KINDS, startTarget, type ProxyKind, type ProxyOptions, type RedisServer, type Target, type Upstream } from './targets.js';
+import { kindOf, REDIS_KINDS, startTarget, type ProxyOptions, type RedisServer, type Target, type TargetName, type Upstream } from './targets.js';
 
 export type WorkloadName = 'rpc' | 'rpc-sdk' | 'sse' | 'idle' | 'resume';
 export const WORKLOADS: readonly WorkloadName[] = ['rpc', 'rpc-sdk', 'sse', 'idle', 'resume'];
@@ -52,7 +52,7 @@ async function sample(ctx: Context, target: Target, upstream: Upstream): Promise
     target.pid === undefined ? 0 : treeCpuSeconds(target.pid),
     treeCpuSeconds(ctx.load.pid),
     treeCpuSeconds(upstream.child.pid),
-    REDIS_KINDS.includes(target.kind) ? ctx.redis?.commandStats() : undefined,
+    REDIS_KINDS.includes(kindOf(target.kind)) ? ctx.redis?.commandStats() : undefined,
     countsBy(target.metricsUrl, 'mcp_gateway_store_duration_seconds_count', 'op'),
   ]);
   return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redis, storeOps: ops };
@@ -105,13 +105,13 @@ function storeRows(workload: string, target: Target, unit: string, per: number, 
   return rows;
 }
 
-async function eachTarget(ctx: Context, kinds: readonly ProxyKind[], upstream: Upstream, workload: string, fn: (target: Target) => Promise<Row[]>): Promise<Row[]> {
+async function eachTarget(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, workload: string, fn: (target: Target) => Promise<Row[]>): Promise<Row[]> {
   const rows: Row[] = [];
   for (const kind of kinds) {
     let target: Target | undefined;
     try {
       target = await startTarget(kind, { ...ctx.proxy, upstreams: [upstream] });
-      if (REDIS_KINDS.includes(kind)) await ctx.redis?.commandStats();
+      if (REDIS_KINDS.includes(kindOf(kind))) await ctx.redis?.commandStats();
       rows.push(...(await fn(target)));
       ctx.log(`  ${workload} ${kind}: done`);
     } catch (err) {
@@ -131,7 +131,7 @@ export interface RpcSettings {
 }
 
 /** 1. POST tools/call round trips at a fixed concurrency. */
-export function rpcWorkload(ctx: Context, name: 'rpc' | 'rpc-sdk', kinds: readonly ProxyKind[], upstream: Upstream, s: RpcSettings): Promise<Row[]> {
+export function rpcWorkload(ctx: Context, name: 'rpc' | 'rpc-sdk', kinds: readonly TargetName[], upstream: Upstream, s: RpcSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, upstream, name, async (target) => {
     const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
       ctx.load.run<RpcResult>({ kind: 'rpc', url: target.url, concurrency: s.concurrency, warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
@@ -161,7 +161,7 @@ export interface SseSettings {
 }
 
 /** 2. One SSE stream that the upstream fills as fast as it can. */
-export function sseWorkload(ctx: Context, kinds: readonly ProxyKind[], upstream: Upstream, s: SseSettings): Promise<Row[]> {
+export function sseWorkload(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, s: SseSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, upstream, 'sse', async (target) => {
     const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
       ctx.load.run<FloodResult>({ kind: 'flood', url: target.url, warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
@@ -201,7 +201,7 @@ async function settledRss(pid: number): Promise<number> {
 }
 
 /** 3. Many open idle SSE streams: the proxy's resident memory per stream. */
-export function idleWorkload(ctx: Context, kinds: readonly ProxyKind[], upstream: Upstream, s: IdleSettings): Promise<Row[]> {
+export function idleWorkload(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, s: IdleSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds.filter((k) => k !== 'direct'), upstream, 'idle', async (target) => {
     const pid = target.pid!;
     const sessions = await ctx.load.run<IdleResult>({ kind: 'idle-sessions', url: target.url, count: s.streams, concurrency: 64 });
@@ -239,7 +239,7 @@ function median(values: readonly number[]): number {
 }
 
 /** 4. A GET with Last-Event-ID on the demo SDK replica: time to the first and to every replayed event. */
-export function resumeWorkload(ctx: Context, kinds: readonly ProxyKind[], replica: Upstream, s: ResumeSettings): Promise<Row[]> {
+export function resumeWorkload(ctx: Context, kinds: readonly TargetName[], replica: Upstream, s: ResumeSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, replica, 'resume', async (target) => {
     const sources = () => countsBy(target.metricsUrl, 'mcp_gateway_continuations_total', 'source');
     const before = await sources();
