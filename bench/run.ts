@@ -198,6 +198,8 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   let redis: RedisServer | undefined;
   const upstreams: Upstream[] = [];
   const rows: Row[] = [];
+  /** Every round's rows, for paired comparisons (a variant against the plain gateway, round by round). */
+  const perRound: (Row & { round: number })[] = [];
   try {
     if (targets.some((k) => REDIS_KINDS.includes(kindOf(k)))) redis = await startRedis(dir);
     const ctx: Context = {
@@ -242,7 +244,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       const results: Row[][] = [];
       for (let round = 1; round <= rounds; round++) {
         log(`${workload}${rounds > 1 ? ` (round ${round} of ${rounds})` : ''}: ${targets.join(', ')}`);
-        results.push(await once(workload));
+        const roundRows = await once(workload);
+        results.push(roundRows);
+        perRound.push(...roundRows.map((row) => ({ ...row, round })));
       }
       rows.push(...mergeRounds(results));
     }
@@ -269,6 +273,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     settings: { ...opts, log: undefined, idleStreams, targets, variants: Object.fromEntries(opts.variants) },
     notes,
     rows: report,
+    rounds: perRound,
   };
   await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`);
   return { rows: report, notes, file };

@@ -13,7 +13,7 @@ import { Registry } from 'prom-client';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
 import { RESTART_ONLY } from './config/reload.js';
 import type { Config } from './config/schema.js';
-import { createLogger, LogSecrets, redactUrl, type Logger } from './logger.js';
+import { createLogger, flushLog, LogSecrets, redactUrl, stdoutDestination, type Logger } from './logger.js';
 import { buildServer } from './server.js';
 import { createStore } from './store/index.js';
 import { packageVersion } from './version.js';
@@ -78,7 +78,8 @@ function noDefaultFile(file: string): string {
 async function run(config: Config, file: string): Promise<number> {
   const secrets = new LogSecrets();
   secrets.addConfig(config);
-  const logger = createLogger(config.log.level, { secrets });
+  const destination = stdoutDestination();
+  const logger = createLogger(config.log.level, { secrets, destination });
   routeConsole(logger);
   const store = createStore(config.store, logger);
   const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets });
@@ -134,9 +135,12 @@ async function run(config: Config, file: string): Promise<number> {
   } catch (err) {
     logger.fatal({ err }, 'cannot listen');
     await gateway.close().catch(() => undefined);
+    await flushLog(destination);
     return 1;
   }
-  return stopped;
+  const code = await stopped;
+  await flushLog(destination);
+  return code;
 }
 
 /**

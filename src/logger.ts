@@ -83,6 +83,26 @@ export function createLogger(level: LevelWithSilent, options: LoggerOptions = {}
   return options.destination ? pino(settings, options.destination) : pino(settings);
 }
 
+/**
+ * stdout as the logger's destination, written asynchronously: a line never blocks the event loop
+ * on a slow reader of stdout, and lines logged while a write is under way leave together in the
+ * next. pino writes what is left synchronously at exit; `flushLog` waits for it before a planned
+ * exit (SIGTERM, SIGINT), so that nothing logged is lost.
+ */
+export type LogDestination = ReturnType<typeof pino.destination>;
+
+export function stdoutDestination(): LogDestination {
+  // minLength 1: every line is written as soon as the previous write is done (nothing waits for
+  // more), and flush(cb) calls back once everything is written, not at once as with 0.
+  return pino.destination({ dest: 1, sync: false, minLength: 1 });
+}
+
+/** Resolves once every line given to `destination` is written. */
+export function flushLog(destination: LogDestination): Promise<void> {
+  // The callback's error is fsync's, which a pipe refuses (EINVAL): the lines are written by then.
+  return new Promise((resolve) => destination.flush(() => resolve()));
+}
+
 /** A URL fit for a log line: any password is replaced. */
 export function redactUrl(url: string): string {
   try {

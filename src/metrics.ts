@@ -139,6 +139,7 @@ export function createMetrics(registry: Registry) {
   const upstream = children((replica: string) => metrics.upstreamDuration.labels(replica));
   const storeTime = children((op: string) => metrics.storeDuration.labels(op));
   const storeError = children((op: string) => metrics.storeErrors.labels(op));
+  const resumption = children((outcome: string, reason: string) => metrics.resumptions.labels(outcome, reason));
   return {
     ...metrics,
     /** Counts one answer on the MCP endpoint (mcp_gateway_requests_total). */
@@ -151,6 +152,10 @@ export function createMetrics(registry: Registry) {
     },
     storeTimer(op: string): () => void {
       return storeTime(op).startTimer();
+    },
+    /** Counts one request carrying Last-Event-ID (mcp_gateway_resumptions_total). */
+    countResumption(outcome: string, reason: string): void {
+      resumption(outcome, reason).inc();
     },
     countStoreError(op: string): void {
       storeError(op).inc();

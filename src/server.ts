@@ -69,14 +69,14 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics });
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded });
-  const requests = createRequestLog({ logger, metrics });
+  const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
   const answer = createAnswering({ config: () => config, requests });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
 
   const mcp = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
-    // One line per request comes from routing/request-log.ts, with the replica and session.
+    // One line per request comes from routing/request-log.ts (log.requests), with the replica and session.
     logController: new LogController({ disableRequestLogging: true }),
     // Nothing logs through request.log: no child logger per request.
     childLoggerFactory: (parent) => parent,

@@ -139,7 +139,7 @@ function demoConfig(loaded: Config, options: Options): Config {
             return { id: r.id, url: url.toString() };
           }),
     // The gateway's JSON lines would drown the story told here.
-    log: { level: options.verbose ? loaded.log.level : 'warn' },
+    log: options.verbose ? loaded.log : { level: 'warn', requests: false },
   };
 }
 

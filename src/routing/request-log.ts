@@ -4,24 +4,32 @@
  * mcp_gateway_requests_total, so that every counted request gets its line: method, path, status,
  * replica (or none), session (shortened), ms, how it ended, the resumption outcome and reason
  * where there is one, the GW_* code of the gateway's own answers, and the client's address.
- * Written at info level (log.level), when the answer has ended.
+ *
+ * The lines are an access log with a switch of their own, log.requests (off by default, read per
+ * request so that SIGHUP turns them on and off), written at info level whatever log.level says.
+ * They are the one thing logged per request, so they skip the logger's object path: every field is
+ * a value the gateway chose or a client string escaped here, the line is built as one string with
+ * the logger's envelope and written to its destination, still scrubbed of secrets (logger.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { symbols } from 'pino';
+import type { Config } from '../config/schema.js';
 import type { AnswerCode } from '../errors.js';
 import { headerValue, SESSION_HEADER } from '../headers.js';
-import type { Logger } from '../logger.js';
+import { LogSecrets, type Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 
 export type ResumptionOutcome = 'continued' | 'new_stream' | 'rejected' | 'stripped';
 
-interface Entry {
-  status?: number;
-  replica?: string;
-  session?: string;
-  code?: AnswerCode;
-  resumption?: ResumptionOutcome;
-  reason?: string;
-  written?: boolean;
+/** What the line of one request needs, gathered as it is answered; one shape for every request. */
+class Entry {
+  status = 0;
+  replica = '';
+  session: string | undefined = undefined;
+  code: AnswerCode | undefined = undefined;
+  resumption: ResumptionOutcome | undefined = undefined;
+  reason = '';
+  written = false;
 }
 
 export interface Answered {
@@ -35,55 +43,71 @@ export interface Answered {
 
 export type RequestLog = ReturnType<typeof createRequestLog>;
 
-export function createRequestLog(deps: { logger: Logger; metrics: Metrics }) {
+/** pino's numeric info level, as its lines carry it. */
+const INFO = 30;
+
+export function createRequestLog(deps: { config: () => Config; logger: Logger; metrics: Metrics; secrets?: LogSecrets }) {
   const { logger, metrics } = deps;
+  const secrets = deps.secrets ?? new LogSecrets();
   const entries = new WeakMap<FastifyRequest, Entry>();
-  const entryOf = (request: FastifyRequest): Entry => {
+  /** The entry of a request whose line will be written; none while log.requests is off. */
+  const entryOf = (request: FastifyRequest): Entry | undefined => {
     let entry = entries.get(request);
-    if (!entry) {
-      entry = {};
+    if (entry === undefined && deps.config().log.requests) {
+      entry = new Entry();
       entries.set(request, entry);
     }
     return entry;
+  };
+  const write = (line: string): void => {
+    const stream = (logger as unknown as Record<symbol, { write(line: string): void }>)[symbols.streamSym];
+    stream?.write(secrets.scrub(line));
   };
 
   return {
     /** The answer's status line left: counted now, remembered for the line. */
     answered(request: FastifyRequest, answered: Answered): void {
       metrics.countRequest(request.method, answered.status, answered.replica);
-      Object.assign(entryOf(request), answered);
+      const entry = entryOf(request);
+      if (entry === undefined) return;
+      entry.status = answered.status;
+      entry.replica = answered.replica;
+      if (answered.session !== undefined) entry.session = answered.session;
+      if (answered.code !== undefined) entry.code = answered.code;
     },
 
     /** A request carrying Last-Event-ID: counted in mcp_gateway_resumptions_total, named on the line. */
     resumption(request: FastifyRequest, outcome: ResumptionOutcome, reason: string): void {
-      metrics.resumptions.inc({ outcome, reason });
-      Object.assign(entryOf(request), { resumption: outcome, reason });
+      metrics.countResumption(outcome, reason);
+      const entry = entryOf(request);
+      if (entry === undefined) return;
+      entry.resumption = outcome;
+      entry.reason = reason;
     },
 
     /** The answer ended (`end`: how); writes the request's line, once, if it was answered. */
     ended(request: FastifyRequest, reply: FastifyReply, end: string): void {
       const entry = entries.get(request);
-      if (!entry || entry.status === undefined || entry.written) return;
+      if (entry === undefined || entry.status === 0 || entry.written) return;
       entry.written = true;
-      if (!logger.isLevelEnabled('info')) return;
       const session = entry.session ?? headerValue(request.headers, SESSION_HEADER);
-      logger.info(
-        {
-          method: request.method,
-          path: request.url.split('?', 1)[0],
-          status: entry.status,
-          replica: entry.replica,
-          session: session && shortId(session),
-          ms: Math.round(reply.elapsedTime),
-          end,
-          ...(entry.resumption ? { resumption: entry.resumption, reason: entry.reason } : {}),
-          ...(entry.code ? { code: entry.code } : {}),
-          client: request.ip,
-        },
-        'request',
-      );
+      const query = request.url.indexOf('?');
+      const path = query < 0 ? request.url : request.url.slice(0, query);
+      // Field order and envelope as the logger writes them: {"level","time",pid,hostname,service,...,"msg"}.
+      let line = `{"level":${INFO},"time":${Date.now()}${chindings(logger)},"method":${JSON.stringify(request.method)},"path":${JSON.stringify(path)},"status":${entry.status},"replica":${JSON.stringify(entry.replica)}`;
+      if (session !== undefined) line += `,"session":${JSON.stringify(shortId(session))}`;
+      line += `,"ms":${Math.round(reply.elapsedTime)},"end":${JSON.stringify(end)}`;
+      if (entry.resumption !== undefined) line += `,"resumption":"${entry.resumption}","reason":${JSON.stringify(entry.reason)}`;
+      if (entry.code !== undefined) line += `,"code":"${entry.code}"`;
+      line += `,"client":${JSON.stringify(request.ip)},"msg":"request"}\n`;
+      write(line);
     },
   };
+}
+
+/** The logger's bindings as it writes them (`,"pid":…,"hostname":…,"service":…`). */
+function chindings(logger: Logger): string {
+  return (logger as unknown as Record<symbol, string>)[symbols.chindingsSym] ?? '';
 }
 
 /** Enough of a session id to follow it through the logs, not enough to use it. */

@@ -45,7 +45,7 @@ t.test('a file with only replicas gets every default', async (t) => {
     security: {},
     limits: { bodyBytes: 4 * 1024 * 1024, headerBytes: 16 * 1024, sseEventBytes: 1024 * 1024, headersTimeoutMs: 10_000, clientConnections: 10_000 },
     shutdown: { graceMs: 10_000, retryHintMs: 1000 },
-    log: { level: 'info' },
+    log: { level: 'info', requests: false },
   });
 });
 

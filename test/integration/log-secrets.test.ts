@@ -1,6 +1,6 @@
 /**
  * CONTRACT.md §1: no secret (Authorization, the cursor secret, the store password) is logged, at
- * any level, in any encoding. A gateway process at log level trace is fed ordinary traffic and
+ * any level, in any encoding. A gateway process at log level trace, request lines on, is fed ordinary traffic and
  * the requests Node's parser refuses (whose errors carry the raw request bytes), then every field
  * of every line it wrote is decoded every way a secret can hide.
  */
@@ -41,7 +41,7 @@ t.test('at log level trace, no line holds a secret in any field or encoding', as
     store: { type: 'redis', url: storeUrl.toString() },
     cursor: { secret: cursorSecret },
     replicas: [{ id: replica!.id, url: replica!.url }],
-    log: { level: 'trace' },
+    log: { level: 'trace', requests: true },
   });
   const auth = { authorization: `Bearer ${token}` };
 
@@ -59,6 +59,9 @@ t.test('at log level trace, no line holds a secret in any field or encoding', as
   const unknown = await post(gw.url, toolCallBody('whoami'), { ...auth, 'mcp-session-id': 'no-such-session' });
   t.equal(unknown.status, 404);
   await unknown.text();
+  const inQuery = await post(`${gw.url}?access_token=${token}`, toolCallBody('whoami'), { ...auth, 'mcp-session-id': `Bearer ${token}` });
+  t.equal(inQuery.status, 404, 'a token in the query and in the session header');
+  await inQuery.text();
 
   const path = new URL(gw.url).pathname;
   const head = `POST ${path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer ${token}\r\n`;
@@ -72,5 +75,6 @@ t.test('at log level trace, no line holds a secret in any field or encoding', as
   t.equal(await gw.stop('SIGTERM'), 0);
   const refused = gw.logs.filter((l) => typeof l['msg'] === 'string' && l['msg'].startsWith('client refused'));
   t.same(refused.map((l) => l['status']).sort(), [400, 400, 431], 'each refused request was logged');
+  t.ok(gw.logs.filter((l) => l['msg'] === 'request').length >= 5, 'the request lines (log.requests) are among them');
   t.same(findSecrets(gw.lines, [token, cursorSecret, password]), [], 'no secret in any field of any line');
 });

@@ -1,12 +1,15 @@
 /**
- * Every answer on the MCP endpoint writes one request line (routing/request-log.ts), whoever gave
- * it: forwarded answers, the gateway's own (404, 403, 413) and every resumption answer (continued,
- * the new-stream signal, 204, stripped). Real processes: a demo replica and the gateway's CLI, its
- * JSON log lines decoded from stdout. Also what a client sees (issue: operators' trust): the
+ * With log.requests on, every answer on the MCP endpoint writes one request line
+ * (routing/request-log.ts), whoever gave it: forwarded answers, the gateway's own (404, 403, 413)
+ * and every resumption answer (continued, the new-stream signal, 204, stripped), whatever log.level
+ * says; off (the default), none. Real processes: a demo replica and the gateway's CLI, its JSON log
+ * lines decoded from stdout. Also what a client sees (issue: operators' trust): the
  * replica's instance header never reaches it, and resuming from the last cursor of a POST stream
  * that ended normally settles at once.
  */
+import { readFile, writeFile } from 'node:fs/promises';
 import t from 'tap';
+import { parse, stringify } from 'yaml';
 import { startGatewayProcess } from '../helpers/gateway-process.js';
 import { initializeBody, MCP_ACCEPT, post, PROTOCOL_VERSION, toolCallBody } from '../helpers/http.js';
 import { rawStreams } from '../helpers/raw-sse.js';
@@ -24,6 +27,12 @@ async function requestsCounted(adminUrl: string): Promise<number> {
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
 }
 
+/** Reloads counted as applied, read from /metrics. */
+async function reloadsApplied(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  return Number(/^mcp_gateway_config_reloads_total\{result="applied"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+}
+
 /** The cursors of an SSE body, in order. */
 function cursorsOf(body: string): string[] {
   return [...body.matchAll(/^id: ?(.*)$/gm)].map((m) => m[1] as string);
@@ -36,7 +45,7 @@ t.test('N counted requests give N request lines, each with what an operator need
     health: { intervalMs: 60_000, instanceHeader: INSTANCE_HEADER },
     security: { allowedOrigins: ['https://ok.example'] },
     limits: { bodyBytes: 4096 },
-    log: { level: 'info' },
+    log: { level: 'info', requests: true },
   });
   const streams = rawStreams(t);
   let sent = 0;
@@ -127,7 +136,7 @@ t.test('N counted requests give N request lines, each with what an operator need
 
 t.test('a continuation and a 410 write their lines too', async (t) => {
   const [replica] = await spawnReplicas(t, 1);
-  const gw = await startGatewayProcess(t, { replicas: [{ id: replica!.id, url: replica!.url }], resumption: { mode: 'reject' }, log: { level: 'info' } });
+  const gw = await startGatewayProcess(t, { replicas: [{ id: replica!.id, url: replica!.url }], resumption: { mode: 'reject' }, log: { level: 'info', requests: true } });
   const streams = rawStreams(t);
   const init = await post(gw.url, initializeBody());
   await init.text();
@@ -164,4 +173,40 @@ t.test('a continuation and a 410 write their lines too', async (t) => {
     lines().find((line) => line['resumption'] === 'continued'),
     { method: 'GET', status: 200, replica: replica!.id, reason: 'none', client: '127.0.0.1' },
   );
+});
+
+t.test('off by default, even at log level info; SIGHUP turns the lines on, whatever log.level, and off', async (t) => {
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGatewayProcess(t, { replicas: [{ id: replica!.id, url: replica!.url }], log: { level: 'info' } });
+  const lines = () => gw.logs.filter((line) => line['msg'] === 'request');
+  const initialize = async () => {
+    const init = await post(gw.url, initializeBody());
+    t.equal(init.status, 200);
+    await init.text();
+  };
+  /** Rewrites log, sends SIGHUP and waits until the reload is counted (its line may be below the level). */
+  const setLog = async (log: Record<string, unknown>) => {
+    const config = parse(await readFile(gw.file, 'utf8')) as Record<string, unknown>;
+    config['log'] = log;
+    await writeFile(gw.file, stringify(config));
+    const before = await reloadsApplied(gw.adminUrl);
+    gw.signal('SIGHUP');
+    await waitFor('the reload counted', bound(0), async () => (await reloadsApplied(gw.adminUrl)) > before);
+  };
+
+  await initialize();
+  await waitFor('the request counted', bound(5_000), async () => (await requestsCounted(gw.adminUrl)) === 1);
+  // Whether a request gets a line is settled when it is answered: one answered while the lines
+  // are off never gets one, whenever its answer ends.
+  await setLog({ level: 'warn', requests: true });
+  t.equal(lines().length, 0, 'counted, and no request line while log.requests is off');
+
+  await initialize();
+  await waitFor('the line of the request after the reload', bound(5_000), () => lines().length === 1);
+  t.match(lines()[0], { method: 'POST', status: 200, replica: replica!.id, level: 30, msg: 'request' }, 'written at level warn, as an info line');
+
+  await setLog({ level: 'info', requests: false });
+  await initialize();
+  await waitFor('the third request counted', bound(5_000), async () => (await requestsCounted(gw.adminUrl)) === 3);
+  t.equal(lines().length, 1, 'no line once turned off again');
 });
