@@ -46,6 +46,8 @@ t.test('a file with only replicas gets every default', async (t) => {
     limits: { bodyBytes: 4 * 1024 * 1024, headerBytes: 16 * 1024, sseEventBytes: 1024 * 1024, headersTimeoutMs: 10_000, clientConnections: 10_000 },
     shutdown: { graceMs: 10_000, retryHintMs: 1000 },
     log: { level: 'info', requests: false },
+    tasks: { maxTtlMs: 86_400_000 },
+    cache: { enabled: false, maxEntries: 1000, maxBytes: 16 * 1024 * 1024 },
   });
 });
 
