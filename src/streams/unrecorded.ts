@@ -10,7 +10,9 @@
  * this instance died first) is `unknown_stream`, because the store's head stays below it. Never a
  * gap or a duplicate: batches of one stream are written strictly in order, a write that may have
  * landed unseen is resent exactly as it was (recordEvents answers 'ok' again), and once one batch of
- * a stream is given up, no later one of that stream is written.
+ * a stream is given up, no later one of that stream is written. A journaled stream's batches carry
+ * their events' bytes (J1): held, counted and written late with their records, so what is journaled
+ * late is journaled in order.
  */
 import type { Config } from '../config/schema.js';
 import { describe, isStoreError } from '../errors.js';
@@ -26,6 +28,8 @@ export interface RecordTarget {
   readonly attach: number;
   /** A lazily recorded incarnation (POST streams): created by its first batch. */
   readonly create?: EventBatch['create'];
+  /** J2, J3: the instance that pumps a journaled stream, named in each of its batches (its lease). */
+  readonly pump?: EventBatch['pump'];
 }
 
 export type StopReason = 'stream_limit' | 'total_limit' | 'refused' | 'shutdown';
@@ -117,8 +121,17 @@ export class UnrecordedRecords {
   /** Writes a batch now, retrying within recordRetryMs; rejects with a StoreError after that. */
   write(target: RecordTarget, batch: EventBatch, retryMs: number): Promise<RecordResult> {
     const config = this.#deps.config();
+    const { journal } = config.resumption;
     const attempt = () =>
-      this.#deps.store.recordEvents(target.sessionId, target.incarnation, batch, config.resumption.recordedEvents, config.sessions.idleTtlMs);
+      this.#deps.store.recordEvents(
+        target.sessionId,
+        target.incarnation,
+        batch,
+        // J1: one window for positions and journal, bounded by both.
+        batch.payloads ? Math.min(config.resumption.recordedEvents, journal.maxEvents) : config.resumption.recordedEvents,
+        config.sessions.idleTtlMs,
+        batch.payloads ? journal.maxBytes : undefined,
+      );
     return retryWithin(retryMs, RETRY_PAUSES, attempt, isStoreError);
   }
 
@@ -238,10 +251,24 @@ export class StreamRecords {
    * write. 'stale' or 'missing' when the store refused the batch at once (the stream must end,
    * as another attachment took it over or it is gone).
    */
-  async record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], retryMs: number): Promise<RecordResult> {
+  async record(
+    fromSeq: number,
+    upstreamIds: readonly (string | null)[],
+    responded: readonly JsonRpcId[],
+    retryMs: number,
+    payloads?: readonly string[],
+  ): Promise<RecordResult> {
     if (this.#stopped) return 'ok';
-    const { create } = this.#target;
-    const batch: EventBatch = { attach: this.#target.attach, fromSeq, upstreamIds, responded, ...(create && fromSeq === 1 ? { create } : {}) };
+    const { create, pump } = this.#target;
+    const batch: EventBatch = {
+      attach: this.#target.attach,
+      fromSeq,
+      upstreamIds,
+      responded,
+      ...(create && fromSeq === 1 ? { create } : {}),
+      ...(payloads ? { payloads } : {}),
+      ...(pump ? { pump } : {}),
+    };
     if (this.pending || this.#all.down || this.#all.closed) {
       this.#hold(batch, false);
       return 'ok';
@@ -304,6 +331,8 @@ export class StreamRecords {
     if (this.#stopped) return;
     let cost = BATCH_COST_BYTES;
     for (const id of batch.upstreamIds) cost += EVENT_COST_BYTES + (id === null ? 0 : id.length);
+    // J1: a journaled event's bytes are held with its record (a V8 string of one-byte characters).
+    for (const payload of batch.payloads ?? []) cost += payload.length;
     const limits = this.#all;
     if (limits.closed) {
       this.stop('shutdown');
@@ -325,13 +354,19 @@ export class StreamRecords {
     this.#all.held(this, queued.events, cost);
   }
 
-  /** The held batches from the front, as one batch of at most MAX_WRITE_EVENTS events (or one batch). */
+  /**
+   * The held batches from the front, as one batch of at most MAX_WRITE_EVENTS events (or one batch).
+   * Only batches that agree on carrying payloads are merged: the journal can be switched by a
+   * reload between two batches, and a batch whose payloads do not match its ids is refused.
+   */
   #merge(): Queued | undefined {
     const first = this.#queue[0];
     if (first === undefined) return undefined;
     let take = 1;
     let events = first.events;
-    while (take < this.#queue.length && events + this.#queue[take]!.events <= MAX_WRITE_EVENTS) events += this.#queue[take++]!.events;
+    const journaled = first.batch.payloads !== undefined;
+    const joins = (next: Queued): boolean => events + next.events <= MAX_WRITE_EVENTS && (next.batch.payloads !== undefined) === journaled;
+    while (take < this.#queue.length && joins(this.#queue[take]!)) events += this.#queue[take++]!.events;
     if (take === 1) {
       this.#queue.shift();
       return first;
@@ -341,6 +376,7 @@ export class StreamRecords {
       ...first.batch,
       upstreamIds: parts.flatMap((p) => p.batch.upstreamIds),
       responded: parts.flatMap((p) => p.batch.responded),
+      ...(first.batch.payloads ? { payloads: parts.flatMap((p) => p.batch.payloads ?? []) } : {}),
     };
     return { batch, events, cost: parts.reduce((sum, p) => sum + p.cost, 0) };
   }

@@ -116,6 +116,45 @@ t.test('a POST stream whose first batch fails keeps its cursors: its incarnation
   t.match(view?.record, { kind: 'post', head: 2, pending: [] }, 'created, both positions, the response settled');
 });
 
+/** SSE blocks as the rewriter journals them, for positions from..from+n-1. */
+const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => `event: message\ndata: {"seq":${from + i}}\n\n`);
+
+t.test('journal: events held during an outage are journaled late, in order, each once, and their bytes count in the bounds', async (t) => {
+  const h = harness(t);
+  const s = await getStream(h.store);
+  const stream = h.records.stream({ ...s, attach: 1 });
+  t.equal(await stream.record(1, ids(1, 2), [], 0, blocks(1, 2)), 'ok');
+  server.pause();
+  for (let seq = 3; seq < 53; seq += 5) t.equal(await stream.record(seq, ids(seq, 5), [], 0, blocks(seq, 5)), 'ok', 'the events leave');
+  const payloadBytes = blocks(3, 50).reduce((sum, b) => sum + b.length, 0);
+  t.ok(h.records.bytes >= 50 * EVENT_COST_BYTES + 10 * BATCH_COST_BYTES + payloadBytes, `held bytes count the payloads (${h.records.bytes})`);
+  server.resume();
+  await waitFor('the backlog is written', FLUSH_DEADLINE_MS, async () => (await metricValue(h.registry, 'mcp_gateway_unrecorded_events')) === 0);
+  const read = await h.store.readJournal(s.sessionId, s.incarnation, 0, 1000);
+  t.match(read?.record, { head: 52, journaled: true });
+  t.same(read?.events, blocks(1, 52).map((payload, i) => ({ seq: i + 1, payload })), 'every event journaled at its position, once');
+});
+
+t.test('journal: held batches with and without payloads are written apart, so the store takes each', async (t) => {
+  const h = harness(t);
+  const s = await getStream(h.store);
+  const stream = h.records.stream({ ...s, attach: 1 });
+  t.equal(await stream.record(1, ids(1, 1), [], 0, blocks(1, 1)), 'ok');
+  server.pause();
+  // The journal switched off and on again by reloads while the store did not answer.
+  t.equal(await stream.record(2, ids(2, 2), [], 0, blocks(2, 2)), 'ok');
+  t.equal(await stream.record(4, ids(4, 2), [], 0, blocks(4, 2)), 'ok');
+  t.equal(await stream.record(6, ids(6, 3), [], 0), 'ok');
+  t.equal(await stream.record(9, ids(9, 2), [], 0, blocks(9, 2)), 'ok');
+  server.resume();
+  await waitFor('the backlog is written', FLUSH_DEADLINE_MS, async () => (await metricValue(h.registry, 'mcp_gateway_unrecorded_events')) === 0);
+  t.same(await recorded(h.store, s), { head: 10, after: ids(1, 10) }, 'every position, in order');
+  t.equal(stream.stopped, false, 'no batch was refused');
+  const read = await h.store.readJournal(s.sessionId, s.incarnation, 8, 10);
+  t.match(read?.record, { head: 10, journaled: false });
+  t.same(read?.events.map((e) => e.payload), blocks(9, 2), 'journaled after the positions recorded without bytes');
+});
+
 t.test('past the stream bound, the stream goes on unrecorded: later batches are never written', async (t) => {
   const perBatch = BATCH_COST_BYTES + 10 * (EVENT_COST_BYTES + 3);
   const h = harness(t, { streamBytes: 3 * perBatch + 10 });
