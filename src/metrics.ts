@@ -126,6 +126,33 @@ export function createMetrics(registry: Registry) {
       help: 'Bytes of the results held by the cache of the 2026-07-28 era (cache.maxBytes bounds it).',
       registers,
     }),
+    journalEvents: new Counter({
+      name: 'mcp_gateway_journal_events_total',
+      help: 'Events journaled (CONTRACT.md §8 J1): recorded with their bytes, or held with them for a late write while the store does not answer.',
+      registers,
+    }),
+    journalBytes: new Counter({
+      name: 'mcp_gateway_journal_bytes_total',
+      help: 'Bytes of the events journaled (each SSE block without its id line, UTF-8).',
+      registers,
+    }),
+    heldStreams: new Gauge({
+      name: 'mcp_gateway_held_streams',
+      help: 'Streams this instance reads from their replica with no client attached (J2 hold-open), bounded by resumption.journal.maxHeld.',
+      registers,
+    }),
+    holdExpiries: new Counter({
+      name: 'mcp_gateway_hold_expiries_total',
+      help: 'Held GET streams let go with no client back, by reason: timeout (resumption.journal.holdMs passed), cap (over resumption.journal.maxHeld, the oldest), superseded (a newer GET of its session).',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    continuations: new Counter({
+      name: 'mcp_gateway_continuations_total',
+      help: 'Resumptions continued, by source: journal (the gateway\'s own journal, then the live stream) or owner (the owner replica replayed from its log).',
+      labelNames: ['source'] as const,
+      registers,
+    }),
     resumptions: new Counter({
       name: 'mcp_gateway_resumptions_total',
       help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

@@ -22,6 +22,7 @@ import { createProxy } from './routing/proxy.js';
 import { CursorKeys } from './cursor/keys.js';
 import { KeyAgreement } from './cursor/key-agreement.js';
 import { OpenStreams } from './streams/open.js';
+import { Pumps } from './streams/pumps.js';
 import { retryWithin } from './retry.js';
 import { SseStreams } from './streams/sse-streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';
@@ -68,7 +69,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics });
-  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded });
+  const pumps = new Pumps({ config: () => config, store, metrics, logger });
+  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, instanceId: agreement.instanceId });
   const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
   const answer = createAnswering({ config: () => config, requests });
   let draining = false;
@@ -112,7 +114,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   mcp.all(
     config.path,
     { onRequest: createOriginPolicy({ config: () => config, requests, answer }) },
-    createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, keys, requests, answer }),
+    createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, pumps, keys, requests, answer }),
   );
 
   const admin = buildAdmin({
@@ -188,7 +190,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const graceMs = config.shutdown.graceMs;
       const startedAt = performance.now();
       // GET streams would hold the listener open forever: they end now and their clients
-      // reconnect. A POST stream is a call in flight: it ends once its response has passed.
+      // reconnect. A POST stream is a call in flight: it ends once its response has passed, held
+      // ones (J2, no client) too; held GET streams end at once.
       openStreams.drain();
       const closing = mcp.close();
       // A keep-alive connection goes idle when its in-flight request ends; close it then. Node
@@ -201,7 +204,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const grace = new Promise<'timeout'>((resolve) => {
         timer = setTimeout(() => resolve('timeout'), graceMs);
       });
-      if ((await Promise.race([closing.then(() => 'closed' as const), grace])) === 'timeout') {
+      const finished = Promise.all([closing, openStreams.idle()]).then(() => 'closed' as const);
+      if ((await Promise.race([finished, grace])) === 'timeout') {
         logger.warn({ graceMs, streams: openStreams.size }, 'grace period over: closing the remaining connections');
         // Calls still running: their streams end with the retry hint, the clients resume elsewhere.
         openStreams.end();

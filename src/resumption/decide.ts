@@ -6,10 +6,15 @@
  * did not replay. What is learnt while carrying a decision out (the attach's fresh view, an owner
  * that refuses or no longer knows the session, a replay that fails) goes back into the facts and
  * the decision is made again: the rule lives here only.
+ *
+ * With the journal (CONTRACT.md §8), a cursor in the journal's window is continued from the
+ * journal while the stream's pump lives (J3), and a POST stream's journal even after its owner is
+ * gone (J4); the owner's log serves only to take a stream over from a pump that is gone; a cursor
+ * below the window, or a stream nothing can prove contiguous, is a gap (J5).
  */
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Health } from '../fleet/health.js';
-import type { IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
+import type { IncarnationRecord, IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
 
 export const REASONS = ['session_unknown', 'foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
 export type Reason = (typeof REASONS)[number];
@@ -29,6 +34,10 @@ export interface ResumptionFacts {
   readonly view: IncarnationView | null;
   /** The owner was asked to replay and did not replay exactly (check 7, known only by asking). */
   readonly replayFailed?: boolean;
+  /** resumption.journal.enabled (absent: off). */
+  readonly journal?: boolean;
+  /** Milliseconds since the epoch, against which a pump's lease is read (needed with the journal). */
+  readonly now?: number;
 }
 
 export type Decision =
@@ -60,6 +69,18 @@ export type Decision =
       readonly upstreamId: string;
       /** The owner's ids of every recorded event after the cursor, in order (check 7). */
       readonly expected: readonly string[];
+    }
+  | {
+      /** J3, J4: the journal's events after the cursor, with their original cursors. */
+      readonly kind: 'journal';
+      readonly session: SessionRecord;
+      readonly record: IncarnationRecord;
+      readonly seq: number;
+      /**
+       * The pump lives: the live stream follows the journal. Otherwise the stream ends after the
+       * journal's last event, and the client's reconnection from there is decided anew.
+       */
+      readonly live: boolean;
     };
 
 export function decide(facts: ResumptionFacts): Decision {
@@ -82,10 +103,14 @@ export function decide(facts: ResumptionFacts): Decision {
   // 3. session_mismatch.
   if (cursor.kind === 'session_mismatch') return lost ? { kind: 'not_found', reason: 'session_mismatch' } : newStream('session_mismatch');
 
-  // 4. unknown_stream: the incarnation, or the cursor's position in it, is not recorded.
+  // 4. unknown_stream: the incarnation, or the cursor's position in it, is not recorded. A cursor
+  // below a journal's window is recorded enough to be a gap (J5, below).
   const { seq } = cursor.fields;
-  if (!view || view.at === undefined || seq > view.record.head) return newStream('unknown_stream');
+  if (!view || seq > view.record.head) return newStream('unknown_stream');
   const { record } = view;
+  const journaled = facts.journal === true && record.journaled;
+  const belowWindow = view.at === undefined;
+  if (belowWindow && !journaled) return newStream('unknown_stream');
   const pending = record.kind === 'post' ? record.pending : [];
 
   // A stream that is over, resumed from its last event: nothing follows. Over: the gateway ended
@@ -97,19 +122,33 @@ export function decide(facts: ResumptionFacts): Decision {
     return lost ? { kind: 'not_found', reason: 'owner_gone' } : { kind: 'complete' };
   }
 
+  // J3: the journal holds every event after the cursor. Live while the pump's lease runs.
+  const pumpAlive = journaled && record.pump !== '' && record.pumpUntil > (facts.now ?? 0);
+  const fromJournal = (live: boolean): Decision => ({ kind: 'journal', session, record, seq, live });
+
+  // J4: a POST stream's journal survives its owner; its response, if journaled, with it.
+  if (journaled && !belowWindow && record.kind === 'post' && (pumpAlive || seq < record.head)) return fromJournal(pumpAlive);
+
   // 5. superseded: a newer GET incarnation of the session exists (E4).
   if (record.kind === 'get' && view.currentGet !== undefined && view.currentGet !== record.id) return newStream('superseded', pending);
 
   // 6. owner_gone: the owner is gone, or the session ended because it was.
   if (lost || record.owner !== session.owner) return newStream('owner_gone', pending);
+
+  // J5: older than the journal's window.
+  if (belowWindow) return newStream('gap', pending);
+  // J3: the pump reads the replica's stream; the owner is not asked.
+  if (pumpAlive) return fromJournal(true);
   if (facts.ownerHealth === 'suspect') return { kind: 'unavailable', owner: session.owner };
 
   // 7. gap, where no replay can be asked for: a closed stream has no owner stream to resume,
   // and a position the gateway made itself (a signal) has no owner id to resume after. Or the
   // owner was asked, and did not replay exactly.
+  // With the journal, that is a pump gone (J3): the owner's log takes the stream over where it can,
+  // else the journal's events go, and what follows them cannot be proven contiguous.
   const expected = view.after.filter((id): id is string => id !== null);
-  if (record.state === 'closed' || view.at === null || expected.length !== view.after.length) return newStream('gap', pending);
-  if (facts.replayFailed) return newStream('gap', pending);
-
-  return { kind: 'continue', session, view, incarnation: record.id, owner: record.owner, seq, upstreamId: view.at, expected };
+  const replayable = record.state === 'open' && view.at !== null && expected.length === view.after.length && !facts.replayFailed;
+  if (replayable) return { kind: 'continue', session, view, incarnation: record.id, owner: record.owner, seq, upstreamId: view.at!, expected };
+  if (journaled && seq < record.head) return fromJournal(false);
+  return newStream('gap', pending);
 }

@@ -1,7 +1,8 @@
 /**
  * A GET with Last-Event-ID (CONTRACT.md §5): gathers what the store and the fleet know, lets the
- * pure decision choose, and carries it out: a continuation from the owner (verified before anything
- * is sent), a new stream with the signal, a 410 in reject mode, or 404 as R3.
+ * pure decision choose, and carries it out: a continuation from the journal (§8, from-journal.ts)
+ * or from the owner (verified before anything is sent), a new stream with the signal, a 410 in
+ * reject mode, or 404 as R3.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
@@ -9,16 +10,19 @@ import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor/keys.js';
 import { isStoreError, type AnswerCode } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
-import { LAST_EVENT_ID, replicaOnlyHeaders, responseHeadersForClient } from '../headers.js';
+import { LAST_EVENT_ID, replicaOnlyHeaders, responseHeadersForClient, SESSION_HEADER } from '../headers.js';
 import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
-import type { SessionRecord, Store } from '../store/types.js';
+import type { CursorCodec } from '../cursor/codec.js';
+import type { JournalRead, SessionRecord, Store } from '../store/types.js';
+import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
+import { continueFromJournal, JOURNAL_READ_EVENTS } from './from-journal.js';
 import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
 /** What the resumption needs from the proxy around it. */
@@ -28,6 +32,7 @@ export interface ResumeKit {
   fleet: Fleet;
   keys: CursorKeys;
   streams: SseStreams;
+  pumps: Pumps;
   metrics: Metrics;
   logger: Logger;
   requests: RequestLog;
@@ -44,9 +49,10 @@ const FRESH_STREAM_BACKOFF_MS = 100;
 
 type Continue = Extract<Decision, { kind: 'continue' }>;
 type NewStream = Extract<Decision, { kind: 'new_stream' }>;
+type FromJournal = Extract<Decision, { kind: 'journal' }>;
 
 export function createResumption(kit: ResumeKit) {
-  const { store, fleet, keys, streams, logger, requests } = kit;
+  const { store, fleet, keys, streams, logger, requests, metrics } = kit;
 
 
   async function resume(request: FastifyRequest, reply: FastifyReply, sessionId: string | undefined, lastEventId: string) {
@@ -65,7 +71,15 @@ export function createResumption(kit: ResumeKit) {
       const { session, view } = await store.touchAndRead(sessionId, config.sessions.idleTtlMs, read);
       const ownerGone = !!session && (await fleet.ownerGone(session));
       if (session && ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
-      facts = { session, ownerGone, ownerHealth: session ? fleet.health(session.owner) : undefined, cursor, view: session ? view : null };
+      facts = {
+        session,
+        ownerGone,
+        ownerHealth: session ? fleet.health(session.owner) : undefined,
+        cursor,
+        view: session ? view : null,
+        journal: config.resumption.journal.enabled,
+        now: Date.now(),
+      };
     } catch (err) {
       if (!isStoreError(err)) throw err;
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
@@ -82,6 +96,8 @@ export function createResumption(kit: ResumeKit) {
       case 'unavailable':
         return kit.answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: decision.owner });
       case 'complete':
+        // After a journal continuation on the same response: it simply ends.
+        if (reply.raw.headersSent) return endBegun(request, reply, 'gateway_end');
         // Everything of that stream was delivered and nothing will follow: an empty answer, on
         // which the SDK client settles instead of reconnecting again.
         requests.resumption(request, 'continued', NO_REASON);
@@ -93,7 +109,99 @@ export function createResumption(kit: ResumeKit) {
         return newStream(request, reply, decision, lastEventId);
       case 'continue':
         return continuation(request, reply, facts, decision, lastEventId);
+      case 'journal':
+        return fromJournal(request, reply, facts, decision, lastEventId);
     }
+  }
+
+  /** J3, J4: the journal's events after the cursor, then the live stream while the pump lives. */
+  async function fromJournal(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decision: FromJournal, lastEventId: string): Promise<unknown> {
+    const { session, record, seq } = decision;
+    let codec;
+    let first;
+    try {
+      codec = await keys.codec();
+      first = await store.readJournal(session.sessionId, record.id, seq, JOURNAL_READ_EVENTS);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
+    }
+    // The window moved past the cursor since the decision read it (or the stream is gone): decided
+    // again on what the journal says now.
+    if (first === null || (seq < first.record.head && first.events[0]?.seq !== seq + 1)) {
+      const view = facts.view && first ? { ...facts.view, record: first.record, at: undefined } : null;
+      const known = { ...facts, view, now: Date.now() };
+      return settle(request, reply, known, decide(known), lastEventId);
+    }
+    metrics.continuations.inc({ source: 'journal' });
+    const res = reply.raw;
+    if (!res.headersSent) {
+      requests.resumption(request, 'continued', NO_REASON);
+      requests.answered(request, { status: 200, replica: NO_REPLICA });
+      reply.hijack();
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        'x-accel-buffering': 'no',
+        [SESSION_HEADER]: session.sessionId,
+        [RESUMPTION_HEADER]: 'continued',
+      });
+      res.flushHeaders();
+    }
+    return followJournal(request, reply, facts, decision, lastEventId, codec, first);
+  }
+
+  /** The journal continuation on a begun response, then what follows it (decided again). */
+  async function followJournal(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    facts: ResumptionFacts,
+    decision: FromJournal,
+    lastEventId: string,
+    codec: CursorCodec,
+    first: JournalRead,
+  ): Promise<unknown> {
+    const config = kit.config();
+    const res = reply.raw;
+    const { session, record } = decision;
+    const { end, last } = await continueFromJournal({
+      store,
+      pumps: kit.pumps,
+      codec,
+      sessionId: session.sessionId,
+      incarnation: record.id,
+      seq: decision.seq,
+      first,
+      live: decision.live,
+      lagMs: config.resumption.replayTimeoutMs,
+      res,
+    });
+    if (end === 'caught_up' && !res.destroyed) {
+      // Every journaled event went and the pump is gone: what follows the last one is decided as a
+      // resumption from it, on this response (a takeover by the owner's log, -32010, a gap).
+      let known: ResumptionFacts;
+      try {
+        const read = { incarnationId: record.id, afterSeq: last };
+        const { session: now, view } = await store.touchAndRead(session.sessionId, config.sessions.idleTtlMs, read);
+        const ownerGone = !!now && (await fleet.ownerGone(now));
+        const cursor = facts.cursor.kind === 'ok' ? { ...facts.cursor, fields: { ...facts.cursor.fields, seq: last } } : facts.cursor;
+        known = { ...facts, session: now, ownerGone, ownerHealth: now ? fleet.health(now.owner) : undefined, cursor, view: now ? view : null, now: Date.now() };
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+        return endBegun(request, reply, 'store_failed');
+      }
+      const next = decide(known);
+      // The same journal again only when a pump lives (one took over): never a loop of replays.
+      if (next.kind !== 'journal' || next.live) return settle(request, reply, known, next, lastEventId);
+    }
+    return endBegun(request, reply, end === 'attached' ? 'upstream_end' : end);
+  }
+
+  /** Ends a response that began (a continuation): the client reconnects from its last cursor, told when. */
+  function endBegun(request: FastifyRequest, reply: FastifyReply, how: string): void {
+    const res = reply.raw;
+    if (!res.destroyed && !res.writableEnded) res.end(`retry: ${kit.config().shutdown.retryHintMs}\n\n`);
+    requests.ended(request, reply, how);
   }
 
   async function continuation(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decided: Continue, lastEventId: string): Promise<unknown> {
@@ -121,7 +229,7 @@ export function createResumption(kit: ResumeKit) {
       const again = decide(known);
       if (!attached || again.kind !== 'continue') return settle(request, reply, known, again, lastEventId);
       decision = again;
-      attachment = { sessionId: session.sessionId, incarnation: decision.incarnation, owner: decision.owner, attach: attached.attach };
+      attachment = streams.attachment(session.sessionId, decision.incarnation, decision.owner, decision.view.record.kind, attached.attach);
       response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort);
     } catch (err) {
       if (isStoreError(err)) return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
@@ -163,9 +271,12 @@ export function createResumption(kit: ResumeKit) {
     });
     reply.hijack();
     const res = reply.raw;
-    res.once('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
+    // A journaled stream outlives its client once it began (J2): the pipe decides when it ends.
+    if (!attachment.pump) {
+      res.once('close', () => {
+        if (!res.writableFinished) abort.abort();
+      });
+    }
     const headers = responseHeadersForClient(response.headers, replicaOnlyHeaders(config));
     headers[RESUMPTION_HEADER] = 'continued';
     headers['x-accel-buffering'] = 'no';
@@ -177,6 +288,9 @@ export function createResumption(kit: ResumeKit) {
         res,
         replica: replica.id,
         start: () => {
+          metrics.continuations.inc({ source: 'owner' });
+          // After a journal continuation, the owner's replay follows on the same response.
+          if (res.headersSent) return;
           requests.resumption(request, 'continued', NO_REASON);
           requests.answered(request, { status: 200, replica: replica.id });
           res.writeHead(200, headers);
@@ -236,15 +350,19 @@ export function createResumption(kit: ResumeKit) {
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     requests.resumption(request, 'new_stream', reason);
-    requests.answered(request, { status: 200, replica: NO_REPLICA });
-    if (!reply.sent) reply.hijack();
-    res.writeHead(200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      'x-accel-buffering': 'no',
-      [RESUMPTION_HEADER]: 'new-stream',
-      [REASON_HEADER]: reason,
-    });
+    // After a journal continuation whose headers already said `continued`, the notification is
+    // the signal: the stream's next event.
+    if (!res.headersSent) {
+      requests.answered(request, { status: 200, replica: NO_REPLICA });
+      if (!reply.sent) reply.hijack();
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        'x-accel-buffering': 'no',
+        [RESUMPTION_HEADER]: 'new-stream',
+        [REASON_HEADER]: reason,
+      });
+    }
     res.write(first.out);
     // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
     for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
@@ -252,9 +370,11 @@ export function createResumption(kit: ResumeKit) {
       await endSignal(res, attachment);
       return requests.ended(request, reply, 'gateway_end');
     }
-    res.once('close', () => {
-      if (!res.writableFinished) fresh.abort.abort();
-    });
+    if (!attachment.pump) {
+      res.once('close', () => {
+        if (!res.writableFinished) fresh.abort.abort();
+      });
+    }
     const how = await streams.pipe({ body: fresh.response.body, res, replica: owner.id, start: () => undefined }, rewriter, attachment);
     requests.ended(request, reply, how);
   }

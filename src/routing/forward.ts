@@ -12,7 +12,8 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { RecentIds } from '../recent-ids.js';
 import type { SessionRecord, Store } from '../store/types.js';
-import type { SseStreams } from '../streams/sse-streams.js';
+import type { Pumps } from '../streams/pumps.js';
+import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import {
   describeUpstreamError,
   isAbort,
@@ -37,6 +38,8 @@ export interface ProxyDeps {
   metrics: Metrics;
   logger: Logger;
   streams: SseStreams;
+  /** The journaled streams this instance pumps (J2, J3). */
+  pumps: Pumps;
   keys: CursorKeys;
   /** Counts each answer and writes its one log line. */
   requests: RequestLog;
@@ -55,6 +58,8 @@ export interface Forwarding {
   parsedBody?: unknown;
   /** Reads the replica's answer on its way to the client (eras/tasks.ts: a task it creates). */
   watch?: (response: UpstreamResponse, replica: ReplicaConfig) => UpstreamResponse;
+  /** A GET stream's incarnation, when recorded before the request was forwarded (E4 with the journal). */
+  incarnation?: Attachment;
 }
 
 /** A forwarding before its replica is chosen. */

@@ -35,6 +35,7 @@ export function createProxy(deps: ProxyDeps) {
     fleet,
     keys: deps.keys,
     streams,
+    pumps: deps.pumps,
     metrics,
     logger,
     requests,

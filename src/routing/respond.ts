@@ -51,7 +51,7 @@ export function createRespond(deps: ProxyDeps) {
         // with its first events.
         attachment =
           kind === 'get'
-            ? await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })
+            ? (forwarding.incarnation ?? (await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })))
             : streams.lazyIncarnation(sessionId, replica.id, calls ?? []);
         cursors = await streams.cursors(attachment);
       } catch (err) {
@@ -72,9 +72,12 @@ export function createRespond(deps: ProxyDeps) {
     }
     requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
     reply.hijack();
-    res.once('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
+    // A journaled stream outlives its client (J2, held): the pipe decides when it ends.
+    if (!attachment?.pump) {
+      res.once('close', () => {
+        if (!res.writableFinished) abort.abort();
+      });
+    }
     const rewriter = streams.rewriter(cursors, 0, calls ? { calls } : {});
     // Proxies in front of the gateway must not buffer the stream either.
     headers['x-accel-buffering'] = 'no';

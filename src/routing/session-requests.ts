@@ -6,13 +6,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
 import type { SessionRecord } from '../store/types.js';
-import { UpstreamAbort } from '../upstream.js';
+import { UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';
 
+/** A GET superseding a held one: the replica may answer 409 until it has seen the held one close. */
+const SUPERSEDE_ATTEMPTS = 5;
+const SUPERSEDE_BACKOFF_MS = 100;
+
 export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
-  const { store, fleet, logger, answer } = deps;
+  const { store, fleet, logger, answer, streams } = deps;
   const { sendToOwner, reportStatus, loseSession } = forwarder;
 
   /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
@@ -43,14 +47,35 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
       return answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: record.owner });
     }
     const attempt: Forwarding = { ...forwarding, replica, sessionId };
-    const abort = new UpstreamAbort();
-    // Never retried elsewhere: the session lives on its owner only (R1, R2).
-    const response = await sendToOwner(request, reply, attempt, abort, () => {
-      // R4: nothing listens where the owner was; its sessions are gone with it.
+    let abort = new UpstreamAbort();
+    // R4: nothing listens where the owner was; its sessions are gone with it.
+    const refused = () => {
       loseSession(record, 'owner refused the connection');
       return answer(request, reply, 'GW_SESSION_NOT_FOUND');
-    });
-    if (response === undefined) return;
+    };
+    // E4 with the journal: the session's GET stream may be held open with no client (J2), and the
+    // replica has one GET stream per session (the SDK's server answers a second one 409). The new
+    // stream supersedes it before it is asked for, which lets the held one go at once (pumps.ts);
+    // a 409 while it goes is retried briefly.
+    const supersedeFirst = request.method === 'GET' && config.resumption.journal.enabled;
+    if (supersedeFirst) {
+      try {
+        attempt.incarnation = await streams.openIncarnation(sessionId, record.owner, 'get', { supersede: true });
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+        return answer(request, reply, 'GW_STORE_UNAVAILABLE');
+      }
+    }
+    let response: UpstreamResponse | undefined;
+    for (let tries = 1; ; tries++) {
+      // Never retried elsewhere: the session lives on its owner only (R1, R2).
+      response = await sendToOwner(request, reply, attempt, abort, refused);
+      if (response === undefined) return;
+      if (!supersedeFirst || response.statusCode !== 409 || tries >= SUPERSEDE_ATTEMPTS || reply.raw.destroyed) break;
+      await response.body.dump().catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, SUPERSEDE_BACKOFF_MS * tries));
+      abort = new UpstreamAbort();
+    }
     reportStatus(record.owner, response.statusCode);
     fleet.sessionSeen(record.owner, sessionId);
     if (response.statusCode === 404) {

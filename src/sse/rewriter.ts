@@ -8,6 +8,9 @@
  * must be exactly the recorded ones after the cursor, in order; they leave with their original
  * cursors (E3). Only then does the stream go live, numbering on from the recorded head.
  *
+ * With the journal (CONTRACT.md §8 J1), every event gets a cursor, with an upstream id or without,
+ * and its bytes (its block without the id line) are recorded with its position in the same batch.
+ *
  * Nothing half-rewritten is ever sent: a block is forwarded only when complete and recorded; an
  * oversized event, a refused record or a broken replay ends the output where it stands.
  */
@@ -15,14 +18,17 @@ import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { responseIds } from '../jsonrpc.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
-import { commentText, eventText, eventTextWithCursor } from './serializer.js';
+import { commentText, eventText, eventTextWithCursor, journaledWithCursor } from './serializer.js';
 
 export interface RecordSink {
   /**
-   * Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: made by the gateway).
+   * Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: none, or made by the
+   * gateway) and, with the journal, each event's bytes without its id line (J1).
    * 'ok': the events may leave. A rejection is a record that cannot be made at all.
    */
-  record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[]): Promise<RecordResult>;
+  record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], payloads?: readonly string[]): Promise<RecordResult>;
+  /** J3: renews the pump's lease with nothing recorded after `head` ('ok' when there is none to renew). */
+  renew?(head: number): Promise<RecordResult>;
 }
 
 export type EndReason =
@@ -50,6 +56,8 @@ export interface CursorTarget {
   sessionId: string;
   incarnation: string;
   sink: RecordSink;
+  /** J1: every event gets a cursor and is journaled. */
+  journal?: boolean;
 }
 
 export interface RewriterOptions {
@@ -124,6 +132,17 @@ export class SseRewriter {
     return { out: EMPTY, events: 0, ...(this.#ended ? { end: this.#ended } : {}) };
   }
 
+  /**
+   * J3: renews the pump's lease between two pushes, nothing recorded. A refusal ('stale', 'missing')
+   * ends the stream as a refused record would.
+   */
+  async renew(): Promise<RecordResult> {
+    if (this.#ended || !this.#cursors?.sink.renew) return 'ok';
+    const result = await this.#cursors.sink.renew(this.#head);
+    if (result !== 'ok') this.#ended ??= result;
+    return result;
+  }
+
   /** An event made by the gateway itself (a signal), numbered and recorded like any other. */
   synthetic(data: string): Promise<RewriteResult> {
     return this.#emit([{ kind: 'event', id: '', event: undefined, data, retry: undefined, size: 0 }], true);
@@ -138,6 +157,8 @@ export class SseRewriter {
     const seqs: number[] = [];
     const upstreamIds: (string | null)[] = [];
     const responded: JsonRpcId[] = [];
+    const journal = this.#cursors?.journal === true;
+    const payloads: string[] = [];
     const fromSeq = this.#head + 1;
     let events = 0;
     let end: EndReason | undefined;
@@ -174,10 +195,11 @@ export class SseRewriter {
       for (const id of answers) this.#awaiting.delete(id);
       if (item.id && !this.#cursors) {
         parts.push(eventText({ ...item, id: undefined }));
-      } else if (synthetic || item.id) {
+      } else if (synthetic || item.id || journal) {
         const seq = fromSeq + upstreamIds.length;
-        upstreamIds.push(synthetic ? null : (item.id as string));
+        upstreamIds.push(synthetic || !item.id ? null : item.id);
         responded.push(...answers);
+        if (journal) payloads.push(eventText({ ...item, id: undefined }));
         number(item, seq);
       } else {
         // No id (or an empty one, which resets the client's last id): passes as it is (E1).
@@ -187,7 +209,7 @@ export class SseRewriter {
     }
 
     if (upstreamIds.length > 0) {
-      const result = await this.#cursors!.sink.record(fromSeq, upstreamIds, responded).catch(() => 'store_failed' as const);
+      const result = await this.#cursors!.sink.record(fromSeq, upstreamIds, responded, journal ? payloads : undefined).catch(() => 'store_failed' as const);
       if (result !== 'ok') {
         // Nothing of this batch may leave without its records: what came before it already did.
         this.#ended = result;
@@ -197,7 +219,11 @@ export class SseRewriter {
     }
     if (seqs.length > 0) {
       const cursors = this.#issue(seqs);
-      for (let i = 0; i < numbered.length; i++) parts[slots[i]!] = eventTextWithCursor(numbered[i]!, cursors[i]!);
+      // A journaled event leaves as its journal replays it: the same bytes (E3).
+      const replayed = numbered.length - payloads.length;
+      for (let i = 0; i < numbered.length; i++) {
+        parts[slots[i]!] = i < replayed ? eventTextWithCursor(numbered[i]!, cursors[i]!) : journaledWithCursor(payloads[i - replayed]!, cursors[i]!);
+      }
     }
     if (end) this.#ended = end;
     return { out: parts.length === 0 ? EMPTY : Buffer.from(parts.join(''), 'utf8'), events, ...(end ? { end } : {}) };

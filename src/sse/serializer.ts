@@ -57,6 +57,17 @@ export function eventTextWithCursor(e: SseEventFields, cursor: string): string {
   return fieldsText(e, cursor);
 }
 
+/**
+ * A journaled event (its eventText without an id, J1) with `cursor` as its id: the same text as
+ * eventTextWithCursor wrote when the event first left, so a replay from the journal carries the
+ * same bytes and cursor (E3). The id line follows the event line when there is one.
+ */
+export function journaledWithCursor(payload: string, cursor: string): string {
+  if (!payload.startsWith('event: ')) return `id: ${cursor}\n${payload}`;
+  const afterEvent = payload.indexOf('\n') + 1;
+  return `${payload.slice(0, afterEvent)}id: ${cursor}\n${payload.slice(afterEvent)}`;
+}
+
 function fieldsText(e: SseEventFields, id: string | undefined): string {
   let out = '';
   if (e.event !== undefined) {

@@ -7,10 +7,14 @@ import type { SsePipe } from './pipe.js';
 export class OpenStreams {
   readonly #open = new Map<SsePipe, string>();
   #draining = false;
+  #idle: (() => void)[] = [];
 
   add(stream: SsePipe, replica: string): void {
     this.#open.set(stream, replica);
-    void stream.done.then(() => this.#open.delete(stream));
+    void stream.done.then(() => {
+      this.#open.delete(stream);
+      if (this.#open.size === 0) for (const resolve of this.#idle.splice(0)) resolve();
+    });
     // A request already forwarded when the shutdown began gets its answer, drained like the rest.
     if (this.#draining) stream.drain();
   }
@@ -19,6 +23,12 @@ export class OpenStreams {
   drain(): void {
     this.#draining = true;
     for (const stream of this.#open.keys()) stream.drain();
+  }
+
+  /** Resolves once no stream is open (held ones included, which no client connection shows). */
+  idle(): Promise<void> {
+    if (this.#open.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
   }
 
   get size(): number {

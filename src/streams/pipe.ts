@@ -7,13 +7,40 @@
  * A continuation is held back until the rewriter has verified the replay (§5 check 7): nothing,
  * not even the status line, leaves before that, so a failed replay can still be answered as a new
  * stream. Holding is bounded in time and bytes.
+ *
+ * With the journal (CONTRACT.md §8 J2), a client that goes away does not end the stream: it is
+ * held, read on with nothing written to a client (every event is journaled by the rewriter), until
+ * a client attaches again (J3) or the hold ends: a POST stream once every awaited response has
+ * passed, a GET stream when its owner (streams/pumps.ts) releases it.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Channel, type Relay } from './relay.js';
 import type { EndReason, RewriteResult, SseRewriter } from '../sse/rewriter.js';
 
-export type PipeEnd = 'upstream_end' | 'upstream_error' | 'client_gone' | 'gateway_end' | 'not_verified' | EndReason;
+export type PipeEnd =
+  | 'upstream_end'
+  | 'upstream_error'
+  | 'client_gone'
+  | 'gateway_end'
+  | 'not_verified'
+  /** J2: a held POST stream whose awaited responses have all passed. */
+  | 'hold_answered'
+  /** J2: a held GET stream whose hold period ended. */
+  | 'hold_expired'
+  /** J2: a held stream let go before its time (the cap on held streams, a newer GET of its session). */
+  | 'hold_released'
+  | EndReason;
+
+/** J2: what the pipe tells whoever keeps its held streams. */
+export interface HoldOptions {
+  /** POST streams: held until every awaited response has passed; GET streams until released. */
+  readonly untilAnswered: boolean;
+  /** The client went away: the stream is held from now on. */
+  onHeld(): void;
+  /** A client attached to the held stream. */
+  onAttached(): void;
+}
 export type VerifyFailure = EndReason | 'timeout' | 'too_large' | 'upstream_end' | 'upstream_error' | 'client_gone';
 
 export interface SsePipeOptions {
@@ -30,6 +57,8 @@ export interface SsePipeOptions {
   retryHintMs: number;
   /** For continuations: bounds on the held replay, and what to do when it fails. */
   verify?: { timeoutMs: number; maxBytes: number; onFailed: (why: VerifyFailure) => void };
+  /** J2: hold the stream when its client goes away, once it has begun. */
+  hold?: HoldOptions;
 }
 
 export interface SsePipe extends Relay<PipeEnd> {
@@ -38,17 +67,34 @@ export interface SsePipe extends Relay<PipeEnd> {
    * have passed), at once when none is (CONTRACT.md §1).
    */
   drain(): void;
+  /** True while no client is attached (J2). */
+  readonly held: boolean;
+  /** The last position whose event went to the client (or, held, nowhere): the next one follows it. */
+  readonly delivered: number;
+  /**
+   * J3: a client takes the begun stream over (a held one, or one whose earlier client the gateway
+   * has not seen go yet, which is ended). Its response has begun and it was sent every event up
+   * to `delivered`. False when the stream has ended.
+   */
+  attach(res: ServerResponse): boolean;
+  /** J2: ends a held stream (its hold is over). */
+  release(how: 'hold_expired' | 'hold_released'): void;
+  /** Runs `step` between two reads of the replica's body (a step must not reject). */
+  between(step: () => Promise<void>): void;
 }
 
 export function pipeSse(options: SsePipeOptions): SsePipe {
   const { body, res, rewriter } = options;
   let started = false;
   let written = false;
-  let held: Buffer[] = [];
-  let heldBytes = 0;
-  let heldEvents = 0;
+  let unverified: Buffer[] = [];
+  let unverifiedBytes = 0;
+  let unverifiedEvents = 0;
   let timer: NodeJS.Timeout | undefined;
   let draining = false;
+  let held = false;
+  let delivered = rewriter.head;
+  const { hold } = options;
   const channel = new Channel<PipeEnd>(body, res, () => clearTimeout(timer));
 
   const fail = (why: VerifyFailure) => {
@@ -62,9 +108,9 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
     channel.respond();
     clearTimeout(timer);
     options.start();
-    if (heldBytes > 0) {
+    if (unverifiedBytes > 0) {
       written = true;
-      res.write(Buffer.concat(held));
+      res.write(Buffer.concat(unverified));
     } else {
       // R5: the headers leave at once. Events that are already on their way within this turn go
       // with them in one write; if none came by its end, the headers go alone.
@@ -72,16 +118,21 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
         if (!written && !channel.settled) res.flushHeaders();
       });
     }
-    if (heldEvents > 0) options.onEvents(heldEvents);
-    held = [];
+    if (unverifiedEvents > 0) options.onEvents(unverifiedEvents);
+    unverified = [];
+    delivered = rewriter.head;
     if (draining && rewriter.answered) end();
   };
 
   const end = () => {
     // The client reconnects (elsewhere) and continues with its last cursor; tell it when.
-    if (started && !channel.settled && !res.writableEnded) res.write(`retry: ${options.retryHintMs}\n\n`);
+    const client = channel.client;
+    if (started && !channel.settled && client && !client.writableEnded) client.write(`retry: ${options.retryHintMs}\n\n`);
     channel.settle('gateway_end');
   };
+
+  /** A held POST stream is over once no call is in flight on it. */
+  const heldAnswered = () => held && hold!.untilAnswered && rewriter.answered;
 
   const deliver = (result: RewriteResult): boolean => {
     if (channel.settled) return false;
@@ -90,21 +141,26 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
         fail(result.end);
         return false;
       }
-      held.push(result.out);
-      heldBytes += result.out.length;
-      heldEvents += result.events;
+      unverified.push(result.out);
+      unverifiedBytes += result.out.length;
+      unverifiedEvents += result.events;
       if (rewriter.verified) begin();
-      else if (heldBytes > (options.verify?.maxBytes ?? Infinity)) {
+      else if (unverifiedBytes > (options.verify?.maxBytes ?? Infinity)) {
         fail('too_large');
         return false;
       }
       return true;
     }
-    if (result.events > 0) options.onEvents(result.events);
+    if (result.events > 0 && !held) options.onEvents(result.events);
     if (result.out.length > 0) written = true;
+    delivered = rewriter.head;
     const flushed = channel.write(result.out);
     if (result.end) {
       channel.settle(result.end);
+      return false;
+    }
+    if (heldAnswered()) {
+      channel.settle('hold_answered');
       return false;
     }
     if (draining && rewriter.answered) {
@@ -113,6 +169,18 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       return false;
     }
     return flushed;
+  };
+
+  const clientGone = () => {
+    if (!started) return fail('client_gone');
+    if (channel.client?.writableFinished) return channel.settle('upstream_end');
+    // J2: held, unless nothing would be worth holding (a POST stream already answered, or a GET
+    // stream while shutting down).
+    const worth = hold !== undefined && (hold.untilAnswered ? !rewriter.answered : !draining);
+    if (!worth) return channel.settle('client_gone');
+    channel.detach();
+    held = true;
+    hold.onHeld();
   };
 
   if (rewriter.verified) begin();
@@ -130,11 +198,10 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       channel.settle(last.end ?? 'upstream_end');
     },
     error: () => (started ? channel.settle('upstream_error') : fail('upstream_error')),
-    close: () => {
-      if (!started) return fail('client_gone');
-      channel.settle(res.writableFinished ? 'upstream_end' : 'client_gone');
-    },
+    close: clientGone,
   });
+  // The client may have gone while the stream was being set up: no 'close' will come any more.
+  if (res.destroyed) clientGone();
 
   return {
     end,
@@ -144,5 +211,26 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       if (started && rewriter.answered) end();
     },
     done: channel.done,
+    get held() {
+      return held;
+    },
+    get delivered() {
+      return delivered;
+    },
+    attach: (client) => {
+      if (channel.settled || !started) return false;
+      const previous = channel.client;
+      channel.attach(client);
+      if (previous && !previous.writableEnded) previous.end();
+      if (held) {
+        held = false;
+        hold!.onAttached();
+      }
+      return true;
+    },
+    release: (how) => {
+      if (held) channel.settle(how);
+    },
+    between: (step) => channel.between(step),
   };
 }

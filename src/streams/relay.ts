@@ -4,7 +4,8 @@
  * the replica's does, and the replica's request is closed when the client goes away.
  *
  * `Channel` is that mechanism, once: reads in order, writes with backpressure, settles once.
- * `relay()` passes the bytes as they are; pipe.ts passes SSE bodies through the rewriter.
+ * `relay()` passes the bytes as they are; pipe.ts passes SSE bodies through the rewriter, and may
+ * go on reading with no client attached (a held stream, CONTRACT.md §8 J2) until another attaches.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
@@ -40,18 +41,26 @@ export class Channel<End extends string> {
   #steps: ChannelSteps | undefined;
   /** Reads, the end and errors are handled strictly in order (see run). */
   #queue = Promise.resolve();
+  /** The client's response; undefined while none is attached (a held stream). */
+  #res: ServerResponse | undefined;
 
   constructor(
     private readonly body: Readable,
-    private readonly res: ServerResponse,
+    res: ServerResponse,
     /** Runs once when the channel settles, before anything is closed. */
     private readonly onSettle: () => void = () => {},
   ) {
+    this.#res = res;
     this.done = new Promise<End>((resolve) => (this.#resolve = resolve));
   }
 
   get settled(): boolean {
     return this.#settled;
+  }
+
+  /** The client's response, undefined while none is attached. */
+  get client(): ServerResponse | undefined {
+    return this.#res;
   }
 
   /** From now on, settling ends the client's response. */
@@ -68,7 +77,8 @@ export class Channel<End extends string> {
     this.#settled = true;
     this.onSettle();
     this.body.destroy();
-    if (this.#responding && how !== 'client_gone' && !this.res.writableEnded) this.res.end();
+    const res = this.#res;
+    if (res && this.#responding && how !== 'client_gone' && !res.writableEnded) res.end();
     this.#resolve(how);
   }
 
@@ -77,13 +87,35 @@ export class Channel<End extends string> {
    * on once it has drained, so that a client that does not read holds the replica back.
    */
   write(bytes: Buffer): boolean {
-    if (bytes.length === 0 || this.res.write(bytes)) return true;
+    const res = this.#res;
+    if (bytes.length === 0 || res === undefined || res.write(bytes)) return true;
     this.#waitingForDrain = true;
-    this.res.once('drain', () => {
-      this.#waitingForDrain = false;
-      this.#inOrder(this.#readAll);
+    res.once('drain', () => {
+      if (this.#res === res) this.#readOn();
     });
     return false;
+  }
+
+  /** The client went away and the stream goes on: what it sends goes nowhere until a client attaches. */
+  detach(): void {
+    this.#res = undefined;
+    this.#readOn();
+  }
+
+  /**
+   * A client takes the stream over; its response has begun (the caller wrote its status line and
+   * what it replayed). Settling ends it; its backpressure holds the replica back from now on.
+   */
+  attach(res: ServerResponse): void {
+    this.detach();
+    this.#res = res;
+    this.#responding = true;
+    this.#watchClose(res);
+  }
+
+  /** Runs `step` between two reads, in order with them (a step must not reject). */
+  between(step: () => Promise<void>): void {
+    this.#inOrder(step);
   }
 
   /** Wires the body's and the response's events to `steps`. */
@@ -94,7 +126,20 @@ export class Channel<End extends string> {
     this.body.on('readable', () => this.#inOrder(this.#readAll));
     this.body.once('end', () => this.#inOrder(() => steps.end()));
     this.body.on('error', () => this.#inOrder(() => steps.error()));
-    this.res.once('close', () => steps.close());
+    if (this.#res) this.#watchClose(this.#res);
+  }
+
+  /** Only the client attached now counts: one replaced by another has no say any more. */
+  #watchClose(res: ServerResponse): void {
+    res.once('close', () => {
+      if (this.#res === res) this.#steps!.close();
+    });
+  }
+
+  #readOn(): void {
+    if (!this.#waitingForDrain) return;
+    this.#waitingForDrain = false;
+    this.#inOrder(this.#readAll);
   }
 
   readonly #readAll = async (): Promise<void> => {

@@ -2,6 +2,10 @@
  * SSE streams through the gateway: each is an incarnation in the store (E4, E5), owned by the
  * replica that produced it, its events numbered with cursors by the rewriter, its session kept
  * alive while it is open, and registered so that shutdown can end it.
+ *
+ * With the journal (CONTRACT.md §8), this instance is the stream's pump: every event is journaled,
+ * each batch renews the pump's lease (an empty one between events), the stream is held when its
+ * client goes away (J2) and registered in pumps.ts so that a client coming back attaches to it.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
@@ -12,6 +16,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { OpenStreams } from './open.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './pipe.js';
+import { PUMP_LEASE_MS, type Pumps } from './pumps.js';
 import { SseRewriter, type CursorTarget } from '../sse/rewriter.js';
 import type { EventBatch, IncarnationKind, JsonRpcId, Store } from '../store/types.js';
 import type { UnrecordedRecords } from './unrecorded.js';
@@ -24,6 +29,9 @@ export interface StreamDeps {
   logger: Logger;
   openStreams: OpenStreams;
   unrecorded: UnrecordedRecords;
+  pumps: Pumps;
+  /** This gateway instance, as a pump's lease names it. */
+  instanceId: string;
 }
 
 /** An incarnation this gateway writes to: which one, and as which attachment. */
@@ -34,6 +42,9 @@ export interface Attachment {
   readonly attach: number;
   /** Not recorded yet: the first batch of records creates the incarnation (see lazyIncarnation). */
   readonly create?: EventBatch['create'];
+  /** J1 to J3: journaled, pumped by this instance under this lease. */
+  readonly pump?: EventBatch['pump'];
+  readonly kind: IncarnationKind;
 }
 
 export interface PipeRequest {
@@ -55,18 +66,24 @@ export class SseStreams {
     const incarnation = newIncarnationId();
     const { idleTtlMs } = this.deps.config().sessions;
     await this.deps.store.openIncarnation({ id: incarnation, sessionId, owner, kind, pending: [], supersede: options.supersede }, idleTtlMs);
-    return { sessionId, incarnation, owner, attach: 1 };
+    return this.attachment(sessionId, incarnation, owner, kind, 1);
+  }
+
+  /** An incarnation written as attachment `attach`: journaled and pumped here when the journal is on. */
+  attachment(sessionId: string, incarnation: string, owner: string, kind: IncarnationKind, attach: number): Attachment {
+    const journal = this.deps.config().resumption.journal.enabled;
+    return { sessionId, incarnation, owner, kind, attach, ...(journal ? { pump: { instanceId: this.deps.instanceId, leaseMs: PUMP_LEASE_MS } } : {}) };
   }
 
   /**
    * A POST stream's incarnation, recorded by its first batch of events rather than before the
    * stream starts: one store round trip less per POST answered with SSE. Nothing else needs it
    * earlier: a POST stream supersedes nothing, and a client can only resume it with a cursor,
-   * which it receives after the record (E5). A stream that never sends an event with an id is
+   * which it receives after the record (E5). A stream that never sends an event with a cursor is
    * never recorded at all.
    */
   lazyIncarnation(sessionId: string, owner: string, pending: readonly JsonRpcId[]): Attachment {
-    return { sessionId, incarnation: newIncarnationId(), owner, attach: 1, create: { owner, kind: 'post', pending } };
+    return { ...this.attachment(sessionId, newIncarnationId(), owner, 'post', 1), create: { owner, kind: 'post', pending } };
   }
 
   /**
@@ -76,18 +93,32 @@ export class SseStreams {
   async cursors(attachment: Attachment): Promise<CursorTarget> {
     const codec = await this.deps.keys.codec();
     const records = this.deps.unrecorded.stream(attachment);
+    const { journalEvents, journalBytes } = this.deps.metrics;
     return {
       codec,
       sessionId: attachment.sessionId,
       incarnation: attachment.incarnation,
+      journal: attachment.pump !== undefined,
       sink: {
-        record: (fromSeq, upstreamIds, responded) => records.record(fromSeq, upstreamIds, responded, this.deps.config().resumption.recordRetryMs),
+        record: async (fromSeq, upstreamIds, responded, payloads) => {
+          const result = await records.record(fromSeq, upstreamIds, responded, this.deps.config().resumption.recordRetryMs, payloads);
+          if (result === 'ok' && payloads) {
+            journalEvents.inc(payloads.length);
+            journalBytes.inc(payloads.reduce((sum, p) => sum + Buffer.byteLength(p), 0));
+          }
+          return result;
+        },
+        renew: (head) => records.renew(head, PUMP_LEASE_MS / 3),
       },
     };
   }
 
   /** `calls`: on a POST stream (or its continuation), the requests whose responses it carries. */
-  rewriter(cursors: CursorTarget | undefined, head: number, options: { calls?: readonly JsonRpcId[]; verify?: { expected: readonly string[]; fromSeq: number } }): SseRewriter {
+  rewriter(
+    cursors: CursorTarget | undefined,
+    head: number,
+    options: { calls?: readonly JsonRpcId[]; verify?: { expected: readonly string[]; fromSeq: number } },
+  ): SseRewriter {
     return new SseRewriter({
       cursors,
       head,
@@ -98,9 +129,14 @@ export class SseStreams {
     });
   }
 
-  /** Pipes a replica's SSE body through `rewriter` to the client; resolves when it ends. */
+  /**
+   * Pipes a replica's SSE body through `rewriter` to the client; resolves when it ends (a held
+   * stream: when its hold ends, J2).
+   */
   pipe(request: PipeRequest, rewriter: SseRewriter, attachment: Attachment | undefined): Promise<PipeEnd> {
-    const { metrics, openStreams } = this.deps;
+    const { metrics, openStreams, pumps } = this.deps;
+    const pumped = attachment?.pump !== undefined ? attachment : undefined;
+    const key = pumped && { sessionId: pumped.sessionId, incarnation: pumped.incarnation, kind: pumped.kind };
     const events = metrics.sseEvents.labels({ replica: request.replica });
     const streamOpen = metrics.sseStreamsOpen.labels({ replica: request.replica });
     let counted = false;
@@ -116,12 +152,30 @@ export class SseStreams {
       },
       onEvents: (n) => events.inc(n),
       ...(request.verify ? { verify: request.verify } : {}),
+      ...(key ? { hold: pumps.holdOptions(key) } : {}),
     });
     openStreams.add(stream, request.replica);
     const keepAlive = attachment ? this.#keepAlive(attachment) : undefined;
+    let renewal: NodeJS.Timeout | undefined;
+    if (key) {
+      pumps.add({ ...key, pipe: stream });
+      // The lease says this instance still pumps: renewed between events, else another instance
+      // would take the stream over (J3). A refusal says one did, or the stream is gone.
+      renewal = setInterval(() => {
+        stream.between(async () => {
+          const result = await rewriter.renew().catch(() => 'ok' as const);
+          if (result !== 'ok') stream.release('hold_released');
+        });
+      }, PUMP_LEASE_MS / 3);
+      renewal.unref();
+    }
     return stream.done.then((how) => {
       if (counted) streamOpen.dec();
       clearInterval(keepAlive);
+      clearInterval(renewal);
+      if (key) {
+        this.deps.store.releasePump(key.sessionId, key.incarnation, this.deps.instanceId).catch(() => undefined);
+      }
       if (how === 'stale' || how === 'missing' || how === 'store_failed' || how === 'event_too_large') {
         this.deps.logger.warn({ replica: request.replica, why: how }, 'SSE stream ended early: the client will reconnect');
       }

@@ -230,6 +230,8 @@ export class StreamRecords {
   #bytes = 0;
   #events = 0;
   #stopped = false;
+  /** When a batch was last written (performance.now()), so that a lease is not renewed needlessly. */
+  #lastWrite = -Infinity;
 
   constructor(target: RecordTarget, all: UnrecordedRecords) {
     this.#target = target;
@@ -274,11 +276,32 @@ export class StreamRecords {
       return 'ok';
     }
     try {
+      this.#lastWrite = performance.now();
       return await this.#all.write(this.#target, batch, retryMs);
     } catch (err) {
       if (!isStoreError(err)) throw err;
       this.#all.storeFailed();
       this.#hold(batch, true);
+      return 'ok';
+    }
+  }
+
+  /**
+   * J3: renews the pump's lease between events with an empty batch after `head`, unless a batch
+   * was written within `idleMs`. Skipped while records wait for the store (their late write
+   * renews it). 'stale': another attachment took the
+   * stream over (or it was closed); 'missing': it is gone.
+   */
+  async renew(head: number, idleMs: number): Promise<RecordResult> {
+    const { pump } = this.#target;
+    if (this.#stopped || pump === undefined || head === 0 || this.pending || this.#all.down || this.#all.closed) return 'ok';
+    // A batch written lately renewed it.
+    if (performance.now() - this.#lastWrite < idleMs) return 'ok';
+    const batch: EventBatch = { attach: this.#target.attach, fromSeq: head + 1, upstreamIds: [], responded: [], payloads: [], pump };
+    try {
+      return await this.#all.write(this.#target, batch, 0);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
       return 'ok';
     }
   }

@@ -21,9 +21,11 @@ const STREAM_DEADLINE_MS = bound(5_000);
 
 const redis = await startRedisServer(t);
 const replicas = await spawnReplicas(t, 2);
-const shared = { store: { type: 'redis', url: redis.url }, replicas: replicas.map((r) => ({ id: r.id, url: r.url })) };
+// The owner's own log replays (§5 alone): with the journal, test/integration/journal*.test.ts.
+const journalOff = { enabled: false };
+const shared = { store: { type: 'redis', url: redis.url }, replicas: replicas.map((r) => ({ id: r.id, url: r.url })), resumption: { journal: journalOff } };
 const signal = await startGateway(t, shared);
-const reject = await startGateway(t, { ...shared, resumption: { mode: 'reject' } });
+const reject = await startGateway(t, { ...shared, resumption: { mode: 'reject', journal: journalOff } });
 
 // ---------------------------------------------------------------------------------------------
 // What the client sees, computed here rather than taken from the gateway's code.

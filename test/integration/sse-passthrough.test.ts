@@ -7,6 +7,7 @@ import t from 'tap';
 import { metricValue, startGateway } from '../helpers/gateway.js';
 import { initializeBody, post } from '../helpers/http.js';
 import { SseReader, startScriptedUpstream } from '../helpers/sse-upstream.js';
+import { bound, waitFor } from '../helpers/wait.js';
 
 const SILENCE_MS = 1500;
 
@@ -44,9 +45,9 @@ t.test('a long stream passes event by event, through silences longer than every 
   t.equal(await metricValue(gw.registry, 'mcp_gateway_sse_streams_open', { replica: 'scripted' }), 0, 'no stream open');
 });
 
-t.test('the client going away closes the request to the replica', async (t) => {
+t.test('journal off: the client going away closes the request to the replica', async (t) => {
   const upstream = await startScriptedUpstream(t);
-  const gw = await startGateway(t, { replicas: [{ id: 'scripted', url: upstream.url }] });
+  const gw = await startGateway(t, { replicas: [{ id: 'scripted', url: upstream.url }], resumption: { journal: { enabled: false } } });
   const init = await post(gw.url, initializeBody());
   const sessionId = init.headers.get('mcp-session-id')!;
   await init.text();
@@ -77,4 +78,25 @@ t.test('gateway shutdown ends open streams and still lets the client read what w
   t.equal(await reader.next(), undefined, 'the stream ended cleanly');
   await stream.closed;
   t.pass('and the request to the replica was closed');
+});
+
+t.test('with the journal, the client going away leaves the stream held for holdMs, then closes the request to the replica', async (t) => {
+  const upstream = await startScriptedUpstream(t);
+  const gw = await startGateway(t, { replicas: [{ id: 'scripted', url: upstream.url }], resumption: { journal: { holdMs: 1000 } } });
+  const init = await post(gw.url, initializeBody());
+  const sessionId = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const abort = new AbortController();
+  const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' }, signal: abort.signal });
+  const stream = await upstream.nextStream();
+  const reader = new SseReader(response.body!);
+  stream.emit('data: one\n\n');
+  t.match(await reader.next(), /^id: 1\..+\ndata: one$/, 'a cursor, though the replica sent no id (J1)');
+  abort.abort();
+  await waitFor('the stream held', bound(1000), async () => (await metricValue(gw.registry, 'mcp_gateway_held_streams')) === 1);
+  stream.emit('data: two\n\n');
+  await waitFor('the event journaled while held', bound(1000), async () => (await metricValue(gw.registry, 'mcp_gateway_journal_events_total')) === 2);
+  await stream.closed;
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_hold_expiries_total', { reason: 'timeout' }), 1, 'closed when the hold expired');
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_held_streams'), 0, 'no longer held');
 });

@@ -3,6 +3,7 @@ import t from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
 import { SseParser, type SseEvent } from '../../src/sse/parser.js';
 import { SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
+import { journaledWithCursor } from '../../src/sse/serializer.js';
 import type { JsonRpcId, RecordResult } from '../../src/store/types.js';
 
 const codec = new CursorCodec('a-test-secret-of-at-least-32-bytes!!');
@@ -163,4 +164,32 @@ t.test('synthetic events are numbered and recorded without an upstream id', asyn
   const result = await r.synthetic('{"jsonrpc":"2.0","method":"notifications/gateway/stream_reset"}');
   t.same(s.batches, [{ fromSeq: 1, upstreamIds: [null], responded: [] }]);
   t.equal(seqOf(events(result.out)[0]!.id), 1);
+});
+
+t.test('J1 journal: every event gets a cursor and its bytes without the id line; the replay is the same bytes', async (t) => {
+  const payloads: string[][] = [];
+  const ids: (readonly (string | null)[])[] = [];
+  const journaling: RecordSink = {
+    record: async (_fromSeq, upstreamIds, _responded, p) => {
+      ids.push(upstreamIds);
+      payloads.push([...(p ?? [])]);
+      return 'ok';
+    },
+  };
+  const r = new SseRewriter({
+    cursors: { codec, sessionId: 's1', incarnation: INCARNATION, sink: journaling, journal: true },
+    head: 0,
+    maxEventBytes: 4096,
+    trackResponses: false,
+  });
+  const out = await r.push(Buffer.from('data: no id\n\n: a comment\nevent: message\nid: u2\ndata: two\ndata: lines\n\nid:\nretry: 5\ndata: empty id\n\n'));
+  t.same(ids, [[null, 'u2', null]], 'every event a position; the upstream id where there was one');
+  t.same(payloads, [['data: no id\n\n', 'event: message\ndata: two\ndata: lines\n\n', 'retry: 5\ndata: empty id\n\n']], 'each block without its id line');
+  const sent = events(out.out);
+  t.same(sent.map((e) => seqOf(e.id)), [1, 2, 3], 'each with its cursor');
+  t.match(out.out.toString(), /: a comment\n/, 'comments pass, unjournaled');
+  const issuer = codec.issuer('s1', INCARNATION);
+  const cursors = issuer.encode([1, 2, 3]);
+  const replayed = payloads[0]!.map((p, i) => journaledWithCursor(p, cursors[i]!)).join('');
+  t.equal(out.out.toString().replace(': a comment\n', ''), replayed, 'the journal re-encodes the same bytes (E3)');
 });

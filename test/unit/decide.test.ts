@@ -111,3 +111,62 @@ t.test('the last cursor of a POST stream whose every response was forwarded sett
   t.match(decide(facts({ view: { ...answered, record: { ...answered.record, pending: [7] } } })), { kind: 'continue' }, 'a response still to come: continued');
   t.match(decide(facts({ view: { ...answered, record: { ...answered.record, head: 5 }, after: ['u4', 'u5'] } })), { kind: 'continue' }, 'before its end: replayed');
 });
+
+// CONTRACT.md §8: the journal's rules. A journaled incarnation whose events carry no upstream id
+// (a replica without a log); `now` against the pump's lease.
+const NOW = 1_000_000;
+const journaledGet: IncarnationRecord = { ...record, journaled: true, pump: 'gw-a', pumpUntil: NOW + 1, tailUntil: 0 };
+const noLog: IncarnationView = { record: journaledGet, currentGet: record.id, at: null, after: [null, null] };
+const dead = { pump: 'gw-a', pumpUntil: NOW };
+function journal(change: Partial<ResumptionFacts> = {}): ResumptionFacts {
+  return facts({ view: noLog, journal: true, now: NOW, ...change });
+}
+function withRecord(v: IncarnationView, change: Partial<IncarnationRecord>): IncarnationView {
+  return { ...v, record: { ...v.record, ...change } };
+}
+
+t.test('J3: a cursor in the journal while the pump lives: the journal, then live', async (t) => {
+  t.same(decide(journal()), { kind: 'journal', session, record: journaledGet, seq: 3, live: true });
+  t.match(decide(journal({ view: { ...withRecord(noLog, { head: 3 }), after: [] } })), { kind: 'journal', live: true }, 'at the head: live at once');
+  t.match(decide(journal({ view: { ...view, record: journaledGet } })), { kind: 'journal', live: true }, 'a replica with a log is not asked while the pump lives');
+  t.match(decide(journal({ ownerHealth: 'suspect' })), { kind: 'journal', live: true }, 'a suspected owner is not asked either');
+});
+
+t.test('J3: the pump gone, the owner’s log takes over; without one, the journal and then the reconnection decides', async (t) => {
+  const withLog = withRecord({ ...view, record: journaledGet }, dead);
+  t.match(decide(journal({ view: withLog })), { kind: 'continue', upstreamId: 'u3', expected: ['u4', 'u5'] }, 'the owner replays, verified');
+  t.match(decide(journal({ view: withRecord(withLog, { pump: '', pumpUntil: 0 }) })), { kind: 'continue' }, 'released lease: the same');
+  t.same(decide(journal({ view: withRecord(noLog, dead) })), { kind: 'journal', session, record: { ...journaledGet, ...dead }, seq: 3, live: false }, 'no log: the journal, then the end');
+  t.match(decide(journal({ view: { ...withRecord(noLog, { ...dead, head: 3 }), after: [] } })), { kind: 'new_stream', reason: 'gap' }, 'no log, nothing after the cursor: gap');
+  t.match(decide(journal({ view: withLog, replayFailed: true })), { kind: 'journal', live: false }, 'the owner did not replay: the journal, then the end');
+  t.match(decide(journal({ view: withRecord(withLog, { ...dead }), ownerHealth: 'suspect' })), { kind: 'unavailable' }, 'a suspected owner, pump gone: 503');
+});
+
+t.test('J4: a POST stream’s journal survives its owner', async (t) => {
+  const post = withRecord(noLog, { kind: 'post', pending: [7] });
+  t.match(decide(journal({ view: post, ownerGone: true })), { kind: 'journal', live: true }, 'pump alive, owner gone');
+  t.match(decide(journal({ view: withRecord(post, dead), session: lost })), { kind: 'journal', live: false }, 'pump and owner gone: the journal');
+  const atHead = { ...withRecord(post, { ...dead, head: 3 }), after: [] };
+  t.match(decide(journal({ view: atHead, session: lost })), { kind: 'new_stream', reason: 'owner_gone', pending: [7] }, 'at its head: -32010 for the call');
+  t.match(decide(journal({ view: atHead })), { kind: 'new_stream', reason: 'gap', pending: [7] }, 'owner up without a log: -32010, gap');
+  t.same(decide(journal({ view: { ...withRecord(post, { pending: [], head: 3 }), after: [] } })), { kind: 'complete' }, 'answered, at its head: complete');
+});
+
+t.test('J5: below the journal window is a gap, after superseded and owner_gone', async (t) => {
+  const below: IncarnationView = { ...noLog, at: undefined, after: [] };
+  t.match(decide(journal({ view: below })), { kind: 'new_stream', reason: 'gap', sessionAlive: true });
+  t.match(decide(journal({ view: { ...below, currentGet: 'inc-newer-0000001' } })), { reason: 'superseded' });
+  t.match(decide(journal({ view: below, ownerGone: true })), { reason: 'owner_gone' });
+  t.match(decide(journal({ view: withRecord(below, { journaled: false }) })), { reason: 'unknown_stream' }, 'not journaled: as without the journal');
+  t.match(decide(facts({ view: withRecord(below, {}) })), { reason: 'unknown_stream' }, 'journal off: unknown_stream');
+});
+
+t.test('GET streams: superseded and owner_gone come before the journal', async (t) => {
+  t.match(decide(journal({ view: { ...noLog, currentGet: 'inc-newer-0000001' } })), { reason: 'superseded' });
+  t.match(decide(journal({ ownerGone: true })), { reason: 'owner_gone' });
+});
+
+t.test('journal off: the owner replays as without it', async (t) => {
+  t.match(decide(facts({ view: { ...view, record: journaledGet } })), { kind: 'continue' });
+  t.match(decide(facts({ view: noLog })), { kind: 'new_stream', reason: 'gap' });
+});

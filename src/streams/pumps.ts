@@ -1,0 +1,144 @@
+/**
+ * The journaled streams this instance pumps: reads from their replica, records and journals
+ * (CONTRACT.md §8). By incarnation, so that a client coming back to this instance attaches to its
+ * stream in memory (J3); and the held ones among them, with no client (J2), each bounded by its
+ * hold and all by resumption.journal.maxHeld.
+ *
+ * A held POST stream ends once every awaited response has passed (pipe.ts). A held GET stream is
+ * let go after resumption.journal.holdMs, or holdMs after the last lease of a client attached
+ * through another instance (touchTail), whichever is later; at once when a newer GET of its
+ * session supersedes it (E4: the replica would answer the new one 409 while this one is open);
+ * and the oldest first when more than maxHeld are held.
+ */
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { IncarnationKind, Store } from '../store/types.js';
+import type { HoldOptions, SsePipe } from './pipe.js';
+
+/**
+ * How long a pump's lease lasts unless renewed (each batch renews it, and an empty batch does
+ * between events): another instance takes a stream over at most this long after its pump died.
+ */
+export const PUMP_LEASE_MS = 6000;
+/** The lease of a client attached by tailing (touchTail), renewed a third of it before it ends. */
+export const TAIL_LEASE_MS = 6000;
+
+export interface Pump {
+  readonly sessionId: string;
+  readonly incarnation: string;
+  readonly kind: IncarnationKind;
+  readonly pipe: SsePipe;
+}
+
+type Key = Omit<Pump, 'pipe'>;
+
+interface Hold {
+  timer?: NodeJS.Timeout;
+  unwatch?: () => void;
+}
+
+export interface PumpsDeps {
+  config: () => Config;
+  store: Store;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+export class Pumps {
+  readonly #deps: PumpsDeps;
+  readonly #pumps = new Map<string, Pump>();
+  /** Held pumps, oldest first (a Map keeps insertion order). */
+  readonly #held = new Map<Pump, Hold>();
+
+  constructor(deps: PumpsDeps) {
+    this.#deps = deps;
+  }
+
+  /** The pump of an incarnation on this instance, while its stream runs. */
+  get(incarnation: string): Pump | undefined {
+    return this.#pumps.get(incarnation);
+  }
+
+  get heldCount(): number {
+    return this.#held.size;
+  }
+
+  /** What the pipe of a new pump reports to this registry. */
+  holdOptions(key: Key): HoldOptions {
+    return {
+      untilAnswered: key.kind === 'post',
+      onHeld: () => {
+        const pump = this.#pumps.get(key.incarnation);
+        if (pump) this.#onHeld(pump);
+      },
+      onAttached: () => {
+        const pump = this.#pumps.get(key.incarnation);
+        if (pump) this.#unhold(pump);
+      },
+    };
+  }
+
+  /** Registers a pump until its stream ends. */
+  add(pump: Pump): void {
+    this.#pumps.set(pump.incarnation, pump);
+    void pump.pipe.done.then(() => {
+      this.#unhold(pump);
+      if (this.#pumps.get(pump.incarnation) === pump) this.#pumps.delete(pump.incarnation);
+    });
+  }
+
+  #onHeld(pump: Pump): void {
+    const hold: Hold = {};
+    this.#held.set(pump, hold);
+    this.#deps.metrics.heldStreams.inc();
+    if (pump.kind === 'get') {
+      this.#arm(pump, hold, this.#deps.config().resumption.journal.holdMs);
+      hold.unwatch = this.#deps.store.watchJournal(pump.sessionId, pump.incarnation, (note) => {
+        if (note.kind !== 'head') this.#release(pump, 'superseded');
+      });
+    }
+    const max = this.#deps.config().resumption.journal.maxHeld;
+    for (const oldest of this.#held.keys()) {
+      if (this.#held.size <= max) break;
+      this.#release(oldest, 'cap');
+    }
+  }
+
+  #unhold(pump: Pump): void {
+    const hold = this.#held.get(pump);
+    if (hold === undefined) return;
+    this.#held.delete(pump);
+    clearTimeout(hold.timer);
+    hold.unwatch?.();
+    this.#deps.metrics.heldStreams.dec();
+  }
+
+  #release(pump: Pump, reason: 'timeout' | 'cap' | 'superseded'): void {
+    if (!this.#held.has(pump)) return;
+    this.#unhold(pump);
+    this.#deps.metrics.holdExpiries.inc({ reason });
+    pump.pipe.release(reason === 'timeout' ? 'hold_expired' : 'hold_released');
+  }
+
+  #arm(pump: Pump, hold: Hold, ms: number): void {
+    hold.timer = setTimeout(() => void this.#expire(pump, hold), ms);
+    hold.timer.unref();
+  }
+
+  /** The hold period passed: over, unless a client attached elsewhere since (its lease restarts it). */
+  async #expire(pump: Pump, hold: Hold): Promise<void> {
+    const { holdMs } = this.#deps.config().resumption.journal;
+    let until = 0;
+    try {
+      const view = await this.#deps.store.readIncarnation(pump.sessionId, pump.incarnation, pump.pipe.delivered);
+      if (view && view.record.tailUntil > 0) until = view.record.tailUntil + holdMs;
+    } catch {
+      // The store does not answer: no client can tail this stream now, so nothing extends the hold.
+    }
+    if (this.#held.get(pump) !== hold) return;
+    const left = until - Date.now();
+    if (left > 0) this.#arm(pump, hold, left);
+    else this.#release(pump, 'timeout');
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * CONTRACT.md §8 J3 when the instance that holds a stream dies: gateway processes on one real
+ * redis-server, an SDK replica without an event log, the real SDK client. The journal's events
+ * reach the client through the other instance, each once; what the replica sent after the holder
+ * died cannot be proven, and the client is told (a gap, or -32010 for the call in flight), never
+ * left waiting.
+ */
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import t, { type Test } from 'tap';
+import { startBalancer } from '../helpers/balancer.js';
+import { callText, connect } from '../helpers/client.js';
+import { startGatewayProcess } from '../helpers/gateway-process.js';
+import { startRedisServer } from '../helpers/redis-server.js';
+import { spawnReplicas } from '../helpers/replicas.js';
+import { collectLogging, Collected, gatedFetch } from '../helpers/watch.js';
+
+async function fleet(t: Test) {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  const settings = { store: { type: 'redis', url: redis.url }, replicas: [{ id: replica!.id, url: replica!.url }] };
+  const gateways = [await startGatewayProcess(t, settings), await startGatewayProcess(t, settings)];
+  const balancer = await startBalancer(t, gateways.map((g) => `${g.url}`));
+  return { gateways, balancer, replica: replica! };
+}
+
+async function metric(adminUrl: string, line: RegExp): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  const found = text.split('\n').find((l) => line.test(l));
+  return found === undefined ? 0 : Number(found.split(' ').pop());
+}
+
+t.test('the holding instance killed: its GET stream continues from the journal elsewhere, then as a gap', async (t) => {
+  const { gateways, balancer } = await fleet(t);
+  const gate = gatedFetch();
+  balancer.pin(0);
+  const { client } = await connect(t, balancer.url, { fetch: gate.fetch });
+  const logged = collectLogging(client);
+  const resets = new Collected<{ reason: string }>();
+  client.fallbackNotificationHandler = async (n) => {
+    if (n.method === 'notifications/gateway/stream_reset') resets.push(n.params as { reason: string });
+  };
+  await gate.streams.until(1);
+  await callText(client, 'emit', { count: 3, intervalMs: 5 });
+  t.same(await logged.until(3), [1, 2, 3]);
+
+  balancer.cut();
+  await gate.reconnections.until(1);
+  await gateways[0]!.stop('SIGKILL');
+  balancer.pin(1);
+  gate.open();
+  // The reconnection waits on the other instance until the dead holder's lease runs out, then the
+  // client's next reconnection is answered as a new stream: nothing proves what the replica sent.
+  const [reset] = await resets.until(1, 60_000);
+  t.equal(reset!.reason, 'gap', 'the stream_reset notification says gap');
+  await callText(client, 'emit', { count: 2, intervalMs: 5 });
+  t.same(await logged.until(5, 30_000), [1, 2, 3, 1, 2], 'then live again on a fresh stream; nothing repeated');
+  t.ok((await metric(gateways[1]!.adminUrl, /^mcp_gateway_continuations_total\{source="journal"\}/)) >= 1, 'the other instance continued from the journal first');
+});
+
+t.test('the holding instance killed mid-call: the journaled progress arrives once, the call fails with -32010 at once', async (t) => {
+  const { gateways, balancer, replica } = await fleet(t);
+  const gate = gatedFetch();
+  balancer.pin(0);
+  const { client } = await connect(t, balancer.url, { fetch: gate.fetch });
+  await gate.streams.until(1);
+  const progress = new Collected<number>();
+  const started = performance.now();
+  const call = client.callTool({ name: 'progress', arguments: { steps: 400, intervalMs: 25 } }, undefined, {
+    onprogress: (p) => progress.push(p.progress),
+  });
+  const outcome = call.then(
+    () => ({ code: 0 }),
+    (err: { code?: number; data?: unknown }) => ({ code: err.code, data: err.data }),
+  );
+  await progress.until(3);
+  balancer.cut();
+  await gate.reconnections.until(1);
+  await gateways[0]!.stop('SIGKILL');
+  balancer.pin(1);
+  gate.open();
+  t.same(await outcome, { code: -32010, data: { resumed: false, reason: 'gap' } }, 'the pending call fails: its outcome is unknown');
+  const elapsed = performance.now() - started;
+  t.ok(elapsed < DEFAULT_REQUEST_TIMEOUT_MSEC, `before the SDK's request timeout (${Math.round(elapsed)} ms)`);
+  const seen = progress.items;
+  t.same(seen, Array.from({ length: seen.length }, (_, i) => i + 1), `the progress that reached the journal (${seen.length}), once, in order`);
+  void replica;
+});
