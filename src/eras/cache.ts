@@ -89,11 +89,23 @@ export function createResultCache(limits: () => CacheLimits, now: () => number =
     }
   }
 
+  function clear(): void {
+    entries.clear();
+    bytes = 0;
+  }
+
   return {
-    enabled: () => limits().enabled,
+    /** Whether the cache is on; turned off (a reload), it lets go of what it held. */
+    enabled(): boolean {
+      const on = limits().enabled;
+      if (!on && entries.size > 0) clear();
+      return on;
+    },
 
     /** The answer to `id` from the cache: a JSON-RPC response body with the `ttlMs` that remains. */
     answer(key: string, id: string | number | null): string | undefined {
+      // Bounds lowered by a reload apply from the next request on.
+      fit();
       const entry = entries.get(key);
       if (entry === undefined) return undefined;
       const remaining = entry.expiresAt - now();
@@ -122,11 +134,6 @@ export function createResultCache(limits: () => CacheLimits, now: () => number =
 
     /** Entries and bytes held now. */
     size: () => ({ entries: entries.size, bytes }),
-
-    clear(): void {
-      entries.clear();
-      bytes = 0;
-    },
   };
 }
 

@@ -18,10 +18,11 @@ function answer(result: Record<string, unknown>): Buffer {
 
 const PUBLIC = { tools: [], ttlMs: 1000, cacheScope: 'public', resultType: 'complete' };
 
-function cacheWith(limits: Partial<CacheLimits> = {}) {
+function cacheWith(initial: Partial<CacheLimits> = {}) {
   let clock = 0;
-  const cache = createResultCache(() => ({ enabled: true, maxEntries: 10, maxBytes: 10_000, ...limits }), () => clock);
-  return { cache, advance: (ms: number) => (clock += ms) };
+  let limits: CacheLimits = { enabled: true, maxEntries: 10, maxBytes: 10_000, ...initial };
+  const cache = createResultCache(() => limits, () => clock);
+  return { cache, advance: (ms: number) => (clock += ms), reload: (next: Partial<CacheLimits>) => (limits = { ...limits, ...next }) };
 }
 
 t.test('the key: method, protocol version, declared capabilities and every parameter but _meta', async (t) => {
@@ -82,4 +83,15 @@ t.test('bounded by entries and by bytes, the least recently used out first', asy
   bytes.cache.offer('big', big);
   t.equal(bytes.cache.answer('big', 1), undefined, 'a result larger than maxBytes is not kept');
   t.equal(bytes.cache.size().entries, 2, 'and evicts nothing');
+});
+
+t.test('a reload: lower bounds apply from the next request on, and turned off the cache lets go of all', async (t) => {
+  const { cache, reload } = cacheWith();
+  for (const key of ['a', 'b', 'c']) cache.offer(key, answer(PUBLIC));
+  reload({ maxEntries: 1 });
+  t.ok(cache.answer('c', 1), 'the most recent stays');
+  t.same(cache.size().entries, 1, 'the others are out');
+  reload({ enabled: false });
+  t.equal(cache.enabled(), false, 'off');
+  t.same(cache.size(), { entries: 0, bytes: 0 }, 'nothing held');
 });
