@@ -62,7 +62,9 @@ function settings(redis: RedisServer, replica: ReplicaProcess, resumption: Recor
   return {
     store: { type: 'redis', url: redis.url, commandTimeoutMs: STORE_TIMEOUT_MS },
     replicas: [{ id: replica.id, url: replica.url }],
-    resumption: { recordRetryMs: RECORD_RETRY_MS, ...resumption },
+    // The owner's log replays (§5, §7): closing a stream here closes the replica's at once. The
+    // journal's bytes in the backlog: test/streams/unrecorded.test.ts.
+    resumption: { recordRetryMs: RECORD_RETRY_MS, journal: { enabled: false }, ...resumption },
   };
 }
 
