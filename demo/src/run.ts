@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 /**
  * `npm run demo`: the demo replicas and one gateway in this process, then a short scripted session
- * through the gateway with the real SDK client, told in plain text. Nothing else needs to run.
+ * through the gateway with the real SDK client, told in plain text. Nothing else needs to run. With
+ * the journal on, the replicas keep no event log, a second gateway instance shares the first one's
+ * store, and the script goes on to cut a tool call and a GET stream and continue each through the
+ * other instance (journal.ts).
  */
 import { parseArgs } from 'node:util';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { LATEST_PROTOCOL_VERSION, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Registry } from 'prom-client';
 // The gateway as this repository builds it (npm run build): demo/dist/ and dist/ sit side by side.
@@ -14,7 +16,10 @@ import type { Config } from '../../dist/config/schema.js';
 import { createLogger } from '../../dist/logger.js';
 import { buildServer, type Gateway } from '../../dist/server.js';
 import { createStore } from '../../dist/store/index.js';
+import type { Store } from '../../dist/store/types.js';
+import { journalScript } from './journal.js';
 import { startReplica, type Replica } from './replica.js';
+import { CALL_TIMEOUT_MS, callText, connectSession, rawPost, say, textOf, within, type Session } from './session.js';
 
 const USAGE = `usage: npm run demo -- [options]        (or: node demo/dist/run.js [options])
   --config FILE       gateway configuration (default: ${DEFAULT_CONFIG_FILE}); a demo replica is
@@ -26,11 +31,7 @@ const USAGE = `usage: npm run demo -- [options]        (or: node demo/dist/run.j
   --verbose           gateway logs at the configured level (default: warnings only)
   -h, --help          this text`;
 
-/**
- * Bounds of every wait in the script, generous next to the tools' own 100-200 ms pacing: a broken
- * gateway fails the demo within seconds instead of the SDK's 60 s default.
- */
-const CALL_TIMEOUT_MS = 10_000;
+/** Bounds of the script's waits for streams, beside CALL_TIMEOUT_MS for calls. */
 const GET_STREAM_TIMEOUT_MS = 5_000;
 const NOTIFICATIONS_TIMEOUT_MS = 5_000;
 
@@ -51,10 +52,12 @@ interface Demo {
   gateway: Gateway;
   mcpUrl: string;
   adminUrl: string;
+  /** With the journal on: a second gateway instance on the same store, and the replicas keep no log. */
+  second: { gateway: Gateway; mcpUrl: string; adminUrl: string } | undefined;
+  path: string;
   close(): Promise<void>;
 }
 
-const say = (line = '') => process.stdout.write(`${line}\n`);
 // `npm run demo | head` closes the pipe early: that is the reader's choice, not a failure.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') process.exit(0);
@@ -75,6 +78,9 @@ async function main(argv: string[]): Promise<number> {
   printWhere(demo);
   try {
     await script(demo.mcpUrl, demo.adminUrl);
+    if (demo.second) {
+      await journalScript({ name: 'A', mcpUrl: demo.mcpUrl, adminUrl: demo.adminUrl }, { name: 'B', ...demo.second }, demo.replicas, demo.path);
+    }
   } catch (err) {
     process.stderr.write(`demo: the scripted session failed: ${err instanceof Error ? err.message : String(err)}\n`);
     await demo.close();
@@ -143,15 +149,23 @@ function demoConfig(loaded: Config, options: Options): Config {
   };
 }
 
-/** Replicas first, so that the gateway finds them up; whatever started is closed on failure. */
+/**
+ * Replicas first, so that the gateway finds them up; whatever started is closed on failure. With the
+ * journal on, the replicas keep no event log, and a second gateway instance shares the first one's
+ * store (one store object in this process: the memory store too), on ports of its own.
+ */
 async function start(config: Config, file: string): Promise<Demo> {
   const replicas: Replica[] = [];
+  const journal = config.resumption.journal.enabled;
   const logger = createLogger(config.log.level);
-  const gateway = buildServer(config, { store: createStore(config.store, logger), registry: new Registry(), logger });
+  const stores = sharedStore(createStore(config.store, logger), journal ? 2 : 1);
+  const gateway = buildServer(config, { store: stores[0]!, registry: new Registry(), logger });
+  const secondConfig = { ...config, listen: { ...config.listen, port: 0 }, admin: { ...config.admin, port: 0 } };
+  const second = journal ? buildServer(secondConfig, { store: stores[1]!, registry: new Registry(), logger }) : undefined;
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      await gateway.close();
+      await Promise.all([gateway.close(), second?.close()]);
       await Promise.all(replicas.map((r) => r.close()));
     })());
   try {
@@ -162,7 +176,8 @@ async function start(config: Config, file: string): Promise<Demo> {
       }
       const port = Number(url.port || 80);
       const fix = `--port-base N (replicas on N+1..N+${config.replicas.length}), or the replica URLs in ${file}`;
-      replicas[i] = await startReplica({ id: r.id, host: url.hostname.replace(/^\[|\]$/g, ''), port }).catch((err: unknown) => {
+      const host = url.hostname.replace(/^\[|\]$/g, '');
+      replicas[i] = await startReplica({ id: r.id, host, port, eventStore: !journal }).catch((err: unknown) => {
         throw listenProblem(err, port, `replica ${r.id}`, fix);
       });
     }
@@ -172,11 +187,33 @@ async function start(config: Config, file: string): Promise<Demo> {
         ? listenProblem(err, config.admin.port, 'the admin listener', `--admin-port N, or admin.port in ${file}`)
         : listenProblem(err, config.listen.port, 'the MCP endpoint', `--listen-port N, or listen.port in ${file}`);
     });
-    return { replicas, gateway, mcpUrl: `${mcpUrl}${config.path}`, adminUrl, close };
+    const secondUrls = await second?.listen();
+    return {
+      replicas,
+      gateway,
+      mcpUrl: `${mcpUrl}${config.path}`,
+      adminUrl,
+      second: second && secondUrls && { gateway: second, mcpUrl: `${secondUrls.mcpUrl}${config.path}`, adminUrl: secondUrls.adminUrl },
+      path: config.path,
+      close,
+    };
   } catch (err) {
     await close().catch(() => undefined);
     throw err;
   }
+}
+
+/** `users` views of one store; each closes it only once every view has been closed. */
+function sharedStore(store: Store, users: number): Store[] {
+  let open = users;
+  const close = async () => {
+    if (--open === 0) await store.close();
+  };
+  return Array.from({ length: users }, () => {
+    let closed = false;
+    const closeOnce = () => (closed ? Promise.resolve() : ((closed = true), close()));
+    return new Proxy(store, { get: (target, key) => (key === 'close' ? closeOnce : Reflect.get(target, key)) });
+  });
 }
 
 function listenProblem(err: unknown, port: number, what: string, fix: string): unknown {
@@ -209,6 +246,12 @@ function printWhere(demo: Demo): void {
   say(`  health         ${demo.adminUrl}/healthz`);
   say(`  readiness      ${demo.adminUrl}/readyz`);
   for (const [i, r] of demo.replicas.entries()) say(`  ${i === 0 ? 'replicas ' : '         '}      ${r.id}  ${r.url}`);
+  if (demo.second) {
+    say(`  journal        on (resumption.journal.enabled); the replicas keep no event log (--no-event-store)`);
+    say(`  instance B     ${demo.second.mcpUrl}, metrics ${demo.second.adminUrl}/metrics: a second gateway on the same store`);
+  } else {
+    say(`  journal        off (resumption.journal.enabled: false): the replicas keep an event log and replay`);
+  }
   say();
 }
 
@@ -228,32 +271,10 @@ async function script(mcpUrl: string, adminUrl: string): Promise<void> {
   }
 }
 
-interface Session {
-  client: Client;
-  transport: StreamableHTTPClientTransport;
-  sessionId: string;
-  owner: string;
-  /** Settles once the gateway answered the client's standalone GET stream. */
-  getStream: Promise<number>;
-}
-
 async function initialize(mcpUrl: string): Promise<Session> {
-  let getAnswered!: (status: number) => void;
-  const getStream = new Promise<number>((resolve) => (getAnswered = resolve));
-  const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
-    fetch: async (input, init) => {
-      const res = await fetch(input, init);
-      if (init?.method === 'GET') getAnswered(res.status);
-      return res;
-    },
-  });
-  const client = new Client({ name: 'gateway-demo', version: '0.1.0' });
-  await client.connect(transport, { timeout: CALL_TIMEOUT_MS });
-  const sessionId = transport.sessionId;
-  if (sessionId === undefined) throw new Error('initialize: the gateway issued no Mcp-Session-Id');
-  const owner = await callText(client, 'whoami');
-  say(`  1. initialize       session ${sessionId}, owned by replica ${owner} (tool whoami)`);
-  return { client, transport, sessionId, owner, getStream };
+  const session = await connectSession(mcpUrl);
+  say(`  1. initialize       session ${session.sessionId}, owned by replica ${session.owner} (tool whoami)`);
+  return session;
 }
 
 async function counterTwice(client: Client): Promise<void> {
@@ -346,21 +367,6 @@ function callWhoami(id: number) {
   return { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'whoami', arguments: {} } };
 }
 
-function rawPost(mcpUrl: string, session: Session, headers: Record<string, string>, body: unknown): Promise<Response> {
-  return fetch(mcpUrl, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-session-id': session.sessionId,
-      'mcp-protocol-version': session.transport.protocolVersion ?? LATEST_PROTOCOL_VERSION,
-      ...headers,
-    },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
-  });
-}
-
 type RpcResponse = { id?: unknown; result?: { structuredContent?: { replica?: string } } };
 
 /** The JSON-RPC response with this id in an SSE body (or a plain JSON one). */
@@ -377,28 +383,6 @@ function responseOf(body: string, id: number): RpcResponse | undefined {
     }
   }
   return undefined;
-}
-
-async function callText(client: Client, name: string): Promise<string> {
-  return textOf(await client.callTool({ name, arguments: {} }, undefined, { timeout: CALL_TIMEOUT_MS }));
-}
-
-function textOf(result: unknown): string {
-  const content = (result as { content?: { type: string; text?: string }[] }).content ?? [];
-  return content.find((c) => c.type === 'text')?.text ?? JSON.stringify(result);
-}
-
-/** The promise, or an error saying what did not happen within `ms`. */
-async function within<T>(ms: number, failure: () => string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${failure()} within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 main(process.argv.slice(2)).then(

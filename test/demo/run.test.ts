@@ -2,16 +2,22 @@
  * `npm run demo -- --exit` as CI runs it: the real command, in a child process, on free ports.
  * What is checked is what the user reads on the terminal.
  */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { parse, stringify } from 'yaml';
 import { spawnProcess } from '../helpers/processes.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /** What `npm run demo` runs: the demo package's build, beside the gateway's dist/ (npm run build makes both). */
 const RUN_JS = fileURLToPath(new URL('../../../demo/dist/run.js', import.meta.url));
 const CONFIG = fileURLToPath(new URL('../../../config/gateway.yaml', import.meta.url));
-const DEMO_TIMEOUT_MS = 60_000;
+/** A bound for a loaded machine: three replicas and two gateways start, then about 10 s of script. */
+const DEMO_TIMEOUT_MS = 120_000;
+t.setTimeout(4 * DEMO_TIMEOUT_MS);
 
 interface Finished {
   code: number | null;
@@ -19,8 +25,8 @@ interface Finished {
   stderr: string;
 }
 
-function runDemo(t: Test, args: string[]): Promise<Finished> {
-  const { child } = spawnProcess(process.execPath, [RUN_JS, '--config', CONFIG, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], t });
+function runDemo(t: Test, args: string[], config = CONFIG): Promise<Finished> {
+  const { child } = spawnProcess(process.execPath, [RUN_JS, '--config', config, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], t });
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -80,6 +86,34 @@ t.test('the demo runs its scripted session through the gateway and exits 0', { t
   t.match(out, /mcp_gateway_resumptions_total\{outcome="stripped",reason="post_request"\} 1/, 'and counted');
   t.match(out, /HTTP 404 .*Session not found/, 'the session is gone after DELETE');
   t.notMatch(out, /"level":/, 'no gateway log line at the default level');
+
+  // The journal at work (on by default): replicas without a log, the cut continued on instance B.
+  t.match(out, 'the replicas keep no event log (--no-event-store)', 'says the replicas keep no log');
+  t.match(out, /instance B +http:\/\/127\.0\.0\.1:\d+\/mcp/, 'names the second instance');
+  const cutCall = out.slice(out.indexOf('  8. a cut tool call'), out.indexOf('  9. a cut GET stream'));
+  t.equal(cutCall.match(/progress (\d+)\/10 /g)?.length, 10, 'the cut call: 10 progress notifications, each once');
+  t.match(cutCall, /reconnects \(GET, Last-Event-ID\) through the relay to B: HTTP 200, Mcp-Resumption: continued/, 'continued through B');
+  t.match(cutCall, 'result: done after 10 steps', 'with the result');
+  t.match(cutCall, /ran the tool once \(1 call started, 1 answered\)/, 'the tool ran once');
+  const cutGet = out.slice(out.indexOf('  9. a cut GET stream'));
+  t.equal(cutGet.match(/notifications\/message seq [1-8] /g)?.length, 8, 'the cut GET stream: 8 events, each once');
+  t.match(cutGet, /through the relay to B: HTTP 200, Mcp-Resumption: continued/, 'continued through B');
+  t.match(cutGet, /mcp_gateway_continuations_total\{source="journal"\} [1-9]/, 'B counted continuations from the journal');
+});
+
+t.test('with the journal off: the replicas keep a log, one instance, no journal part', { timeout: DEMO_TIMEOUT_MS }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'gw-demo-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const config = join(dir, 'gateway.yaml');
+  const loaded = parse(await readFile(CONFIG, 'utf8')) as { resumption: Record<string, unknown> };
+  await writeFile(config, stringify({ ...loaded, resumption: { ...loaded.resumption, journal: { enabled: false } } }));
+  const [portBase, listenPort, adminPort] = [await freePortBase(), await freePort(), await freePort()];
+  const run = await runDemo(t, ['--exit', '--port-base', String(portBase), '--listen-port', String(listenPort), '--admin-port', String(adminPort)], config);
+  t.equal(run.code, 0, `exit code 0 (stderr: ${run.stderr})`);
+  t.match(run.stdout, 'journal        off (resumption.journal.enabled: false)', 'says the journal is off');
+  t.notMatch(run.stdout, 'instance B', 'no second instance');
+  t.notMatch(run.stdout, 'The journal at work', 'no journal part');
+  t.equal(run.stdout.match(/progress [1-3]\/3 /g)?.length, 3, 'the scripted session as before');
 });
 
 t.test('a port in use: one line naming the port and the flag to change, exit 1', { timeout: DEMO_TIMEOUT_MS }, async (t) => {

@@ -4,7 +4,8 @@
  * where the next connections go.
  */
 import { once } from 'node:events';
-import { connect, createServer, type Socket } from 'node:net';
+import { createServer, type Socket } from 'node:net';
+import { splice } from '../../demo/src/relay.js';
 import type { Teardown } from './gateway.js';
 
 export interface Balancer {
@@ -27,17 +28,7 @@ export async function startBalancer(t: Teardown, backends: readonly string[], pa
   const server = createServer((client) => {
     const index = pinned ?? next++ % targets.length;
     accepted[index]!++;
-    const target = targets[index]!;
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.once('close', () => open.delete(socket));
-      socket.on('error', () => undefined);
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.once('close', () => upstream.destroy());
-    upstream.once('close', () => client.destroy());
+    splice(client, targets[index]!, open);
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
