@@ -111,11 +111,14 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     socket.once('close', () => sockets.delete(socket));
   });
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
-  mcp.all(
-    config.path,
-    { onRequest: createOriginPolicy({ config: () => config, requests, answer }) },
-    createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, pumps, keys, requests, answer }),
-  );
+  const originPolicy = createOriginPolicy({ config: () => config, requests, answer });
+  const routes = createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, pumps, keys, requests, answer });
+  mcp.all(config.path, { onRequest: originPolicy }, routes.proxy);
+  if (config.legacySse) {
+    // §9: the 2024-11-05 HTTP+SSE transport, under the same origin policy.
+    mcp.route({ method: ['GET', 'OPTIONS'], url: config.legacySse.path, onRequest: originPolicy, handler: routes.legacySse.open });
+    mcp.route({ method: ['POST', 'OPTIONS'], url: config.legacySse.messagesPath, onRequest: originPolicy, handler: routes.legacySse.message });
+  }
 
   const admin = buildAdmin({
     logger,

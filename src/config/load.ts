@@ -231,6 +231,16 @@ function semanticProblems(config: Record<string, unknown>): { path: Path; messag
       message: 'must differ from listen.port (metrics never share the MCP listener)',
     });
   }
+  const legacySse = config['legacySse'];
+  if (isRecord(legacySse)) {
+    // Three routes on one listener: each path names one of them.
+    const taken = new Map<unknown, string>([[config['path'] ?? '/mcp', 'path']]);
+    for (const key of ['path', 'messagesPath'] as const) {
+      const other = taken.get(legacySse[key]);
+      if (other !== undefined) problems.push({ path: ['legacySse', key], message: `must differ from ${other}` });
+      taken.set(legacySse[key], `legacySse.${key}`);
+    }
+  }
   if (isRecord(store)) problems.push(...storeProblems(store));
   return problems;
 }

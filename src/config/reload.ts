@@ -14,6 +14,7 @@ export const RESTART_ONLY = {
   listen: 'the MCP listener is bound to its address',
   admin: 'the admin listener is bound to its address',
   path: 'the MCP route is registered at start',
+  legacySse: 'the HTTP+SSE routes are registered at start',
   store: 'the store connection and its topology are set up at start',
   'cursor.secret': 'every cursor in circulation is checked with the running key',
   'limits.headerBytes': "Node's HTTP parser is made with its header limit",
@@ -42,6 +43,9 @@ export function planReload(running: Config, next: Config): ReloadPlan {
     cursor: running.cursor,
     limits: { ...next.limits, headerBytes: running.limits.headerBytes },
   };
+  // legacySse, like path, keeps its running value: set or unset.
+  if (running.legacySse === undefined) delete (config as { legacySse?: unknown }).legacySse;
+  else Object.assign(config, { legacySse: running.legacySse });
   const applied = (Object.keys(config) as (keyof Config)[]).filter((key) => !isDeepStrictEqual(running[key], config[key]));
   return { config: Object.freeze(config), notApplied, applied, result: notApplied.length === 0 ? 'applied' : 'partial' };
 }

@@ -27,6 +27,12 @@ const Replica = Type.Object(
       description: 'stable name of the replica; sessions are recorded against it',
     }),
     url: Type.String({ pattern: '^https?://', description: "the replica's own MCP endpoint" }),
+    sseUrl: Type.Optional(
+      Type.String({
+        pattern: '^https?://',
+        description: "the replica's 2024-11-05 HTTP+SSE endpoint (with legacySse); unset: /sse on the origin of its url",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -236,6 +242,21 @@ export const ConfigSchema = Type.Object(
         ),
       },
       { additionalProperties: false, default: {} },
+    ),
+    legacySse: Type.Optional(
+      Type.Object(
+        {
+          path: Type.String({ pattern: '^/', description: "legacySse: the gateway's public SSE endpoint of the 2024-11-05 HTTP+SSE transport (GET)" }),
+          messagesPath: Type.String({
+            pattern: '^/',
+            description: "legacySse: the gateway's public message endpoint of that transport (POST ...?sessionId=), named in the endpoint event the client receives",
+          }),
+        },
+        {
+          additionalProperties: false,
+          description: 'serves clients of the 2024-11-05 HTTP+SSE transport (CONTRACT.md §9), through each replica\'s own SSE endpoint (replicas[].sseUrl); unset: not served',
+        },
+      ),
     ),
     tasks: Type.Object(
       {

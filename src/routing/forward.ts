@@ -56,7 +56,17 @@ export interface Forwarding {
   sessionId: string | undefined;
   /** The request body, when era classification already parsed it: never parsed twice. */
   parsedBody?: unknown;
-  /** Reads the replica's answer on its way to the client (eras/tasks.ts: a task it creates). */
+  /** A request of the HTTP+SSE transport (its messagesPath): only that transport's sessions take it. */
+  legacySse?: true;
+  /**
+   * Aims the request at another URL of the replica than its MCP endpoint (the HTTP+SSE transport's
+   * endpoints, eras/legacy-sse.ts): the replica as it is configured, with `url` the exact target.
+   */
+  via?: (replica: ReplicaConfig) => ReplicaConfig;
+  /**
+   * Reads the replica's answer on its way to the client (eras/tasks.ts: a task it creates;
+   * eras/legacy-sse.ts: the session an SSE stream announces).
+   */
   watch?: (response: UpstreamResponse, replica: ReplicaConfig) => UpstreamResponse;
   /** A GET stream's incarnation, when recorded before the request was forwarded (E4 with the journal). */
   incarnation?: Attachment;
@@ -101,9 +111,11 @@ export function createForwarder(deps: ProxyDeps) {
     );
     Object.assign(headers, forwarding.addRequestHeaders);
     const end = metrics.upstreamTimer(forwarding.replica.id);
-    const response = await upstreams.send(forwarding.replica, {
+    // A request aimed elsewhere than the replica's MCP endpoint goes to exactly that URL.
+    const target = forwarding.via?.(forwarding.replica);
+    const response = await upstreams.send(target ?? forwarding.replica, {
       method: request.method,
-      path: replicaPath(forwarding.replica, request.url),
+      path: target ? replicaPath(target, '') : replicaPath(forwarding.replica, request.url),
       headers,
       body: request.body as Buffer | undefined,
       signal,

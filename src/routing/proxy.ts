@@ -8,6 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CACHE_HEADER, CACHEABLE_METHODS, cacheKey, createResultCache, watchForCache } from '../eras/cache.js';
 import { classify, methodLabel, type ModernMessage } from '../eras/classify.js';
+import { createLegacySse } from '../eras/legacy-sse.js';
 import { createTaskRequests } from '../eras/task-requests.js';
 import { requestedTask } from '../eras/tasks.js';
 import { headerValue, LAST_EVENT_ID, SESSION_HEADER } from '../headers.js';
@@ -28,6 +29,7 @@ export function createProxy(deps: ProxyDeps) {
   const newSession = createNewSession(deps, forwarder, respond);
   const existingSession = createSessionRequests(deps, forwarder, respond);
   const tasks = createTaskRequests(deps, forwarder, respond, newSession);
+  const legacySse = createLegacySse(deps, newSession, existingSession);
 
   const resume = createResumption({
     config: deps.config,
@@ -76,7 +78,7 @@ export function createProxy(deps: ProxyDeps) {
     return true;
   }
 
-  return async function proxy(request: FastifyRequest, reply: FastifyReply) {
+  async function proxy(request: FastifyRequest, reply: FastifyReply) {
     const forwarding: ForwardingPlan = { dropRequestHeaders: [], responseHeaders: {} };
     const lastEventId = headerValue(request.headers, LAST_EVENT_ID);
     if (request.method === 'POST' && lastEventId !== undefined) {
@@ -114,5 +116,9 @@ export function createProxy(deps: ProxyDeps) {
     }
     if (sessionId === undefined) return newSession(request, reply, forwarding);
     return existingSession(request, reply, sessionId, forwarding);
-  };
+  }
+
+
+  /** The MCP endpoint, and the endpoints of the HTTP+SSE transport (legacySse). */
+  return { proxy, legacySse };
 }

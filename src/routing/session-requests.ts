@@ -5,6 +5,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
+import { sessionTarget } from '../eras/legacy-sse.js';
 import type { SessionRecord } from '../store/types.js';
 import { UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
@@ -30,6 +31,8 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
       return answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     if (!record || record.state !== 'active') return answer(request, reply, 'GW_SESSION_NOT_FOUND');
+    // A session answers on its own transport's endpoint only (§9): on another it is unknown there.
+    if ((record.endpoint !== undefined) !== (forwarding.legacySse === true)) return answer(request, reply, 'GW_SESSION_NOT_FOUND');
     const replica = fleet.get(record.owner);
     let gone: boolean;
     try {
@@ -46,7 +49,7 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
       // R4: a misbehaving owner keeps its sessions; the client retries once it answers again.
       return answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: record.owner });
     }
-    const attempt: Forwarding = { ...forwarding, replica, sessionId };
+    const attempt: Forwarding = { ...forwarding, replica, sessionId, ...sessionTarget(record) };
     let abort = new UpstreamAbort();
     // R4: nothing listens where the owner was; its sessions are gone with it.
     const refused = () => {

@@ -204,6 +204,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
         ownerEpoch: session.ownerEpoch,
         state: 'active',
         createdAt: t,
+        ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
       });
       sessions.set(session.sessionId, { record, expiresAt: t + idleTtlMs });
       return true;

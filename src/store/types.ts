@@ -22,12 +22,19 @@ export interface SessionRecord {
   readonly state: SessionState;
   /** Milliseconds since the epoch, when the session was bound. */
   readonly createdAt: number;
+  /**
+   * A session of the 2024-11-05 HTTP+SSE transport (§9): the path and query on the owner where its
+   * messages are posted, from the owner's `endpoint` event. Absent for a Streamable HTTP session.
+   */
+  readonly endpoint?: string;
 }
 
 export interface NewSession {
   readonly sessionId: string;
   readonly owner: string;
   readonly ownerEpoch: string;
+  /** See SessionRecord.endpoint. */
+  readonly endpoint?: string;
 }
 
 /**

@@ -41,6 +41,7 @@ t.test('a file with only replicas gets every default', async (t) => {
       replayBufferBytes: 8 * 1024 * 1024,
       journal: { enabled: true, maxEvents: 1000, maxBytes: 1024 * 1024, holdMs: 60_000, maxHeld: 1000 },
     },
+    tasks: { maxTtlMs: 86_400_000 },
     cursor: {},
     security: {},
     limits: { bodyBytes: 4 * 1024 * 1024, headerBytes: 16 * 1024, sseEventBytes: 1024 * 1024, headersTimeoutMs: 10_000, clientConnections: 10_000 },
@@ -236,6 +237,13 @@ t.test('the admin listener never shares the MCP listener', async (t) => {
   ], 'against the default admin port: reported at the listen.port that clashes');
   t.equal(parseConfig(`${REPLICA}listen: { port: 9000, host: 127.0.0.1 }\nadmin: { port: 9000, host: 127.0.0.2 }\n`, FILE, {}).admin.port, 9000, 'other host');
   t.equal(parseConfig(`${REPLICA}listen: { port: 0 }\nadmin: { port: 0 }\n`, FILE, {}).admin.port, 0, 'both any free port');
+});
+
+t.test('legacySse: its two paths and the MCP path are three different routes', async (t) => {
+  t.same(parseConfig(`${REPLICA}legacySse: { path: /sse, messagesPath: /messages }\n`, FILE, {}).legacySse, { path: '/sse', messagesPath: '/messages' });
+  t.strictSame(problems(`${REPLICA}legacySse: { path: /mcp, messagesPath: /sse }\n`), [`${FILE}:4: legacySse.path: must differ from path`]);
+  t.strictSame(problems(`${REPLICA}legacySse: { path: /sse, messagesPath: /sse }\n`), [`${FILE}:4: legacySse.messagesPath: must differ from legacySse.path`]);
+  t.strictSame(problems(`${REPLICA}legacySse: { path: /sse }\n`).length, 1, 'both keys are required');
 });
 
 t.test('YAML that does not parse is GW_CONFIG_UNREADABLE, with the line', async (t) => {

@@ -14,11 +14,12 @@
  * of this process and answer -32602 for any other. Every task names the replica that holds it in
  * `holder`.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { createMcpHandler, McpServer, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import { listenChild } from './child-server.js';
 
 const { values } = parseArgs({ options: { id: { type: 'string' }, port: { type: 'string', default: '0' } } });
 const id = values.id ?? 'v2';
@@ -159,15 +160,4 @@ async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
   }
 }
 
-const http = createServer((req, res) => {
-  serve(req, res).catch((err: unknown) => {
-    process.stderr.write(`v2 replica ${id}: ${String(err)}\n`);
-    if (!res.headersSent) res.writeHead(500);
-    res.end();
-  });
-});
-http.listen(Number(values.port), '127.0.0.1', () => {
-  const address = http.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  process.stdout.write(`${JSON.stringify({ event: 'listening', id, port, url: `http://127.0.0.1:${port}/mcp`, pid: process.pid })}\n`);
-});
+listenChild('v2 replica', id, Number(values.port), serve);

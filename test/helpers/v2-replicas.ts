@@ -3,7 +3,8 @@
  * 2026-07-28 era through the gateway.
  */
 import { fileURLToPath } from 'node:url';
-import { jsonLine, readyLine, spawnProcess, type Teardown } from './processes.js';
+import { spawnChild } from './child-server.js';
+import type { Teardown } from './processes.js';
 
 const MAIN_JS = fileURLToPath(new URL('./v2-replica-main.js', import.meta.url));
 
@@ -21,14 +22,7 @@ export async function spawnV2Replicas(t: Teardown, count: number, idPrefix = 'v'
 }
 
 export async function spawnV2Replica(t: Teardown, id: string): Promise<V2Replica> {
-  const proc = spawnProcess(process.execPath, [MAIN_JS, '--id', id], { stdio: ['ignore', 'pipe', 'pipe'], t });
-  const { url } = await readyLine(proc, `v2 replica ${id}`, (line) => {
-    const entry = jsonLine(line);
-    if (entry?.['event'] !== 'listening') throw new Error('not a listening line');
-    return { url: String(entry['url']) };
-  });
-  proc.child.stdout?.resume();
-  const origin = new URL(url).origin;
+  const { url, origin, proc } = await spawnChild(t, MAIN_JS, 'v2 replica', id);
   return {
     id,
     url,

@@ -123,6 +123,17 @@ export function storeContract(t: Test, name: string, makeHarness: () => Promise<
     t.equal((await other.touchSession('s1', LONG_TTL_MS))?.owner, winner);
   });
 
+  test('a session of the HTTP+SSE transport keeps its endpoint; any other has none', async (t, h) => {
+    const endpoint = '/messages/?session_id=a b&x={y}';
+    t.equal(await h.store.bindSession({ ...session('sse-1'), endpoint }, LONG_TTL_MS), true);
+    t.match(await h.store.touchSession('sse-1', LONG_TTL_MS), { sessionId: 'sse-1', state: 'active', endpoint });
+    t.match((await (await h.peer()).touchAndRead('sse-1', LONG_TTL_MS)).session, { endpoint }, 'read by another gateway');
+    await h.store.endSession('sse-1', 'lost', LONG_TTL_MS);
+    t.match(await h.store.touchSession('sse-1', LONG_TTL_MS), { state: 'lost', endpoint }, 'its tombstone too');
+    await h.store.bindSession(session('s2'), LONG_TTL_MS);
+    t.notOk('endpoint' in ((await h.store.touchSession('s2', LONG_TTL_MS)) ?? {}), 'a Streamable HTTP session has none');
+  });
+
   test('touching an unknown session returns null', async (t, h) => {
     t.equal(await h.store.touchSession('nobody', LONG_TTL_MS), null);
   });

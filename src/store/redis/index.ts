@@ -85,7 +85,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     bindSession(session: NewSession, idleTtlMs: number): Promise<boolean> {
       return run('bindSession', async () => {
         const { sessionId, owner, ownerEpoch } = session;
-        return (await client.gwBindSession(key(sessionId), sessionId, owner, ownerEpoch, Date.now(), idleTtlMs)) === 1;
+        return (await client.gwBindSession(key(sessionId), sessionId, owner, ownerEpoch, Date.now(), idleTtlMs, session.endpoint ?? '')) === 1;
       });
     },
 

@@ -16,7 +16,7 @@ const isFieldArray = (value: unknown): value is (string | null)[] =>
 /** The fields in the order touchSession() (Lua) reads them; anything unexpected is a store failure, not a session. */
 export function toRecord(fields: unknown): SessionRecord {
   if (!isFieldArray(fields)) throw new Error(`malformed session record: ${JSON.stringify(fields)}`);
-  const [sessionId, owner, ownerEpoch, state, createdAt] = fields;
+  const [sessionId, owner, ownerEpoch, state, createdAt, endpoint] = fields;
   const created = Number(createdAt);
   if (
     sessionId == null ||
@@ -28,7 +28,7 @@ export function toRecord(fields: unknown): SessionRecord {
   ) {
     throw new Error(`malformed session record: ${JSON.stringify(fields)}`);
   }
-  return { sessionId, owner, ownerEpoch, state, createdAt: created };
+  return { sessionId, owner, ownerEpoch, state, createdAt: created, ...(typeof endpoint === 'string' ? { endpoint } : {}) };
 }
 
 const isJsonRpcId = (id: unknown): id is JsonRpcId => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));

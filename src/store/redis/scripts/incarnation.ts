@@ -202,7 +202,7 @@ return 1
  * index. ARGV: limit.
  */
 const SESSION_INCARNATIONS_LUA = `
-local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt')
+local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt', 'endpoint')
 local session = false
 if f[1] then session = f end
 return { session, redis.call('HGET', KEYS[1], 'getInc'), redis.call('ZREVRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1) }

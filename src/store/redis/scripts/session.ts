@@ -2,11 +2,15 @@
 
 import type { Cluster, Redis } from 'ioredis';
 
-/** Creates a session if no record has its id. KEYS: session. ARGV: sessionId, owner, ownerEpoch, createdAt, idleTtlMs. */
+/**
+ * Creates a session if no record has its id. KEYS: session. ARGV: sessionId, owner, ownerEpoch,
+ * createdAt, idleTtlMs, endpoint ('' for none: a Streamable HTTP session).
+ */
 const BIND_SESSION_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'sessionId', ARGV[1], 'owner', ARGV[2], 'ownerEpoch', ARGV[3],
   'state', 'active', 'createdAt', ARGV[4])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'endpoint', ARGV[6]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 `;
@@ -18,7 +22,7 @@ return 1
  */
 export const TOUCH_SESSION_FUNCTION_LUA = `
 local function touchSession(key, idleTtlMs)
-  local f = redis.call('HMGET', key, 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt')
+  local f = redis.call('HMGET', key, 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt', 'endpoint')
   if not f[1] then return false end
   if f[4] == 'active' then redis.call('PEXPIRE', key, idleTtlMs) end
   return f
@@ -39,7 +43,7 @@ return 1
 `;
 
 export interface SessionScripts {
-  gwBindSession(key: string, sessionId: string, owner: string, ownerEpoch: string, createdAt: number, idleTtlMs: number): Promise<number>;
+  gwBindSession(key: string, sessionId: string, owner: string, ownerEpoch: string, createdAt: number, idleTtlMs: number, endpoint: string): Promise<number>;
   gwTouchSession(key: string, idleTtlMs: number): Promise<unknown>;
   gwEndSession(key: string, state: string, tombstoneTtlMs: number): Promise<number>;
 }
