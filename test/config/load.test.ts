@@ -41,7 +41,6 @@ t.test('a file with only replicas gets every default', async (t) => {
       replayBufferBytes: 8 * 1024 * 1024,
       journal: { enabled: true, maxEvents: 1000, maxBytes: 1024 * 1024, holdMs: 60_000, maxHeld: 1000 },
     },
-    tasks: { maxTtlMs: 86_400_000 },
     cursor: {},
     security: {},
     limits: { bodyBytes: 4 * 1024 * 1024, headerBytes: 16 * 1024, sseEventBytes: 1024 * 1024, headersTimeoutMs: 10_000, clientConnections: 10_000 },
