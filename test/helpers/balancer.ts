@@ -15,6 +15,13 @@ export interface Balancer {
   cut(): void;
   /** From now on, new connections go to backends[index] only; undefined: round robin again. */
   pin(index: number | undefined): void;
+  /**
+   * From now on, new connections are accepted but wait, connected to no backend and their bytes
+   * unread, until resume(): a client that reconnects is kept waiting for as long as a test needs.
+   */
+  pause(): void;
+  /** Connects the waiting connections (to their backends, in order) and new ones at once again. */
+  resume(): void;
   /** Connections accepted so far, by backend index. */
   readonly accepted: number[];
 }
@@ -25,11 +32,23 @@ export async function startBalancer(t: Teardown, backends: readonly string[], pa
   const accepted = targets.map(() => 0);
   let next = 0;
   let pinned: number | undefined;
+  let waiting: (() => void)[] | undefined;
   const server = createServer((client) => {
+    if (waiting === undefined) forward(client);
+    else {
+      open.add(client);
+      client.once('close', () => open.delete(client));
+      client.on('error', () => undefined);
+      waiting.push(() => {
+        if (!client.destroyed) forward(client);
+      });
+    }
+  });
+  const forward = (client: Socket): void => {
     const index = pinned ?? next++ % targets.length;
     accepted[index]!++;
     splice(client, targets[index]!, open);
-  });
+  };
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as { port: number };
@@ -44,6 +63,14 @@ export async function startBalancer(t: Teardown, backends: readonly string[], pa
     },
     pin: (index) => {
       pinned = index;
+    },
+    pause: () => {
+      waiting ??= [];
+    },
+    resume: () => {
+      const queued = waiting ?? [];
+      waiting = undefined;
+      for (const connect of queued) connect();
     },
     accepted,
   };

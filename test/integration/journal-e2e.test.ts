@@ -1,0 +1,250 @@
+/**
+ * The journal end to end (CONTRACT.md §8), on real processes: demo replicas that keep no event log
+ * (--no-event-store, the SDK's default server), gateways started with the real CLI, one real
+ * redis-server where two gateways share a store, and the real SDK client behind a TCP balancer
+ * whose connections are cut for real. What is asserted is what the client and the replica saw: every
+ * progress event once, the result, and the tool run once.
+ */
+import t, { type Test } from 'tap';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { startBalancer, type Balancer } from '../helpers/balancer.js';
+import { connect } from '../helpers/client.js';
+import { post, toolCallBody } from '../helpers/http.js';
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
+import { startRedisServer } from '../helpers/redis-server.js';
+import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
+import { scrapeMetric } from '../helpers/scrape.js';
+import { bound, waitFor } from '../helpers/wait.js';
+
+// Each test starts its own replicas, gateways and Redis as processes: beyond the default per-file
+// timeout on a loaded machine, not a bound of the gateway.
+t.setTimeout(600_000);
+
+const STEPS = 20;
+const CUT_AFTER = 5;
+/** Slow enough that the cut lands while the tool still runs, and the client reconnects before its end. */
+const INTERVAL_MS = 100;
+/** The call may take its own run plus the SDK client's reconnection delays (1 s, then 1.5 s). */
+const CALL_TIMEOUT_MS = bound(STEPS * INTERVAL_MS + 2_500);
+/** A call whose reconnection the test holds in the balancer: it waits for the test's own steps too. */
+const HELD_CALL_TIMEOUT_MS = bound(60_000);
+const ONE_TO = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+interface ToolCalls {
+  [tool: string]: { started: number; finished: number };
+}
+
+async function toolCalls(replica: ReplicaProcess): Promise<ToolCalls> {
+  const health = (await (await fetch(new URL('/healthz', replica.url))).json()) as { toolCalls: ToolCalls };
+  return health.toolCalls;
+}
+
+interface Fleet {
+  replicas: ReplicaProcess[];
+  gateways: GatewayProcess[];
+  balancer: Balancer;
+}
+
+/**
+ * Two replicas without a log, `gateways` gateway instances (on one redis-server when more than
+ * one, else the memory store) with the journal on, and the balancer in front of them.
+ */
+async function fleet(t: Test, gateways: number, journal: Record<string, unknown> = {}): Promise<Fleet> {
+  const replicas = await spawnReplicas(t, 2, { eventStore: false });
+  const store = gateways > 1 ? { type: 'redis', url: (await startRedisServer(t)).url } : { type: 'memory' };
+  const settings = {
+    store,
+    replicas: replicas.map((r) => ({ id: r.id, url: r.url })),
+    resumption: { journal: { enabled: true, ...journal } },
+  };
+  const started = await Promise.all(Array.from({ length: gateways }, () => startGatewayProcess(t, settings)));
+  const balancer = await startBalancer(t, started.map((g) => g.url));
+  // Everything before the cut goes to the first instance.
+  balancer.pin(0);
+  return { replicas, gateways: started, balancer };
+}
+
+/** The replica that owns the client's session. */
+async function ownerOf(client: Client, replicas: readonly ReplicaProcess[]): Promise<ReplicaProcess> {
+  const result = await client.callTool({ name: 'whoami', arguments: {} });
+  const id = (result.structuredContent as { replica: string }).replica;
+  const owner = replicas.find((r) => r.id === id);
+  if (owner === undefined) throw new Error(`whoami answered ${id}, not one of the replicas`);
+  return owner;
+}
+
+/**
+ * Calls `progress` (STEPS steps) and runs `atCut` when the CUT_AFTER-th progress event reaches the
+ * client; returns the progress values seen, in order, and the call's outcome.
+ */
+async function progressAcrossCut(client: Client, atCut: () => void, timeout = CALL_TIMEOUT_MS) {
+  const seen: number[] = [];
+  const outcome = await client
+    .callTool({ name: 'progress', arguments: { steps: STEPS, intervalMs: INTERVAL_MS } }, undefined, {
+      timeout,
+      onprogress: (p) => {
+        seen.push(p.progress);
+        if (p.progress === CUT_AFTER) atCut();
+      },
+    })
+    .then(
+      (result) => ({ result, error: undefined }),
+      (error: unknown) => ({ result: undefined, error: error as { code?: number; message: string; data?: unknown } }),
+    );
+  return { seen, ...outcome };
+}
+
+const textOf = (result: unknown): string | undefined => (result as { content?: { text?: string }[] } | undefined)?.content?.[0]?.text;
+
+const journaled = (gateway: GatewayProcess) => scrapeMetric(gateway.adminUrl, 'mcp_gateway_journal_events_total');
+
+/**
+ * Waits until `gateway` journaled `events` more events than `before`: a call's progress events and
+ * its response, the session's only stream that carries events here.
+ */
+async function journaledAll(gateway: GatewayProcess, before: number, events: number): Promise<void> {
+  await waitFor(`${events} events journaled`, CALL_TIMEOUT_MS, async () => (await journaled(gateway)) >= before + events);
+}
+
+t.test('a tool call cut after 5 of 20 progress events: every event once, the result, the tool run once', async (t) => {
+  const { replicas, gateways, balancer } = await fleet(t, 1);
+  const { client } = await connect(t, balancer.url);
+  const owner = await ownerOf(client, replicas);
+
+  const call = await progressAcrossCut(client, () => balancer.cut());
+  t.equal(call.error, undefined, `the call succeeds (${call.error?.message})`);
+  t.same(call.seen, ONE_TO(STEPS), 'every progress event once, in order');
+  t.equal(textOf(call.result), `done after ${STEPS} steps`, 'the result');
+  t.same((await toolCalls(owner))['progress'], { started: 1, finished: 1 }, 'the tool ran once, to its end');
+  t.ok(balancer.accepted[0]! > 1, 'the client reconnected after the cut');
+  t.ok((await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_resumptions_total', { outcome: 'continued' })) >= 1, 'the gateway continued the stream');
+});
+
+t.test('the same with the continuation on the other instance (two gateways, one redis-server)', async (t) => {
+  const { replicas, gateways, balancer } = await fleet(t, 2);
+  const { client } = await connect(t, balancer.url);
+  const owner = await ownerOf(client, replicas);
+  const before = balancer.accepted[1]!;
+
+  const call = await progressAcrossCut(client, () => {
+    balancer.pin(1);
+    balancer.cut();
+  });
+  t.equal(call.error, undefined, `the call succeeds (${call.error?.message})`);
+  t.same(call.seen, ONE_TO(STEPS), 'every progress event once, in order');
+  t.equal(textOf(call.result), `done after ${STEPS} steps`, 'the result');
+  t.same((await toolCalls(owner))['progress'], { started: 1, finished: 1 }, 'the tool ran once, to its end');
+  t.ok(balancer.accepted[1]! > before, 'the client reconnected to the other instance');
+  t.ok((await scrapeMetric(gateways[1]!.adminUrl, 'mcp_gateway_resumptions_total', { outcome: 'continued' })) >= 1, 'which continued the stream');
+});
+
+/** A client whose standalone GET stream is attached, and the seq of each emitted event it received. */
+async function getStreamClient(t: Test, url: string, onEvent: (seq: number) => void) {
+  let attached!: () => void;
+  const getStream = new Promise<void>((resolve) => (attached = resolve));
+  const connected = await connect(t, url, {
+    fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      if (init?.method === 'GET' && res.ok) attached();
+      return res;
+    },
+  });
+  connected.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => onEvent((n.params.data as { seq: number }).seq));
+  // A notification for a GET stream that is not attached yet is not delivered: wait for it.
+  await getStream;
+  return connected;
+}
+
+/**
+ * Emits `count` events on the session's GET stream, the call sent to `gatewayUrl` directly, past
+ * the balancer: only the GET stream is cut.
+ */
+async function emitOnGet(gatewayUrl: string, sessionId: string, count: number): Promise<void> {
+  const res = await post(gatewayUrl, toolCallBody('emit', { count, intervalMs: INTERVAL_MS }), { 'mcp-session-id': sessionId });
+  const body = await res.text();
+  if (res.status !== 200 || !body.includes(`emitted ${count} on get stream`)) throw new Error(`emit answered ${res.status}: ${body.slice(0, 300)}`);
+}
+
+t.test('a GET stream cut after 5 of 20 events, continued on the other instance: every event once', async (t) => {
+  const { gateways, balancer } = await fleet(t, 2);
+  const seqs: number[] = [];
+  let all!: () => void;
+  const allSeen = new Promise<void>((resolve) => (all = resolve));
+  const { sessionId } = await getStreamClient(t, balancer.url, (seq) => {
+    seqs.push(seq);
+    if (seq === CUT_AFTER) {
+      balancer.pin(1);
+      balancer.cut();
+    }
+    if (seq === STEPS) all();
+  });
+  await emitOnGet(gateways[0]!.url, sessionId, STEPS);
+  await allSeen;
+  t.same(seqs, ONE_TO(STEPS), 'every event of the GET stream once, in order');
+  t.ok((await scrapeMetric(gateways[1]!.adminUrl, 'mcp_gateway_continuations_total', { source: 'journal' })) >= 1, 'continued from the journal by the other instance');
+});
+
+t.test('the instance holding a GET stream SIGKILLed: what it journaled, then gap, never a silent omission', async (t) => {
+  const { gateways, balancer } = await fleet(t, 2);
+  const [holder, other] = gateways as [GatewayProcess, GatewayProcess];
+  const seen: { seq?: number; reset?: string }[] = [];
+  let killed: Promise<unknown> = Promise.resolve();
+  let reset!: () => void;
+  const resetSeen = new Promise<void>((resolve) => (reset = resolve));
+  const { client, sessionId } = await getStreamClient(t, balancer.url, (seq) => {
+    seen.push({ seq });
+    if (seq === CUT_AFTER) {
+      balancer.pin(1);
+      balancer.cut();
+      killed = holder.stop('SIGKILL');
+    }
+  });
+  client.fallbackNotificationHandler = async (n) => {
+    if (n.method !== 'notifications/gateway/stream_reset') return;
+    seen.push({ reset: (n.params as { reason: string }).reason });
+    reset();
+  };
+  await emitOnGet(other.url, sessionId, STEPS);
+  await killed;
+  await resetSeen;
+  const seqs = seen.flatMap((e) => (e.seq === undefined ? [] : [e.seq]));
+  t.same(seqs.slice(0, CUT_AFTER), ONE_TO(CUT_AFTER), 'the events before the cut, each once');
+  t.equal(new Set(seqs).size, seqs.length, 'no event twice');
+  t.same([...seqs].sort((a, b) => a - b), seqs, 'in order');
+  for (let i = 1; i < seen.length; i++) {
+    const [previous, current] = [seen[i - 1]!, seen[i]!];
+    if (previous.seq !== undefined && current.seq !== undefined && current.seq !== previous.seq + 1) {
+      t.fail(`seq ${previous.seq} then ${current.seq} without a stream_reset between them`);
+    }
+  }
+  t.match(seen.find((e) => e.reset !== undefined), { reset: 'gap' }, 'the break is signalled: stream_reset, reason gap');
+});
+
+t.test('the owner SIGKILLed after its response was journaled: the response is delivered', async (t) => {
+  const { replicas, gateways, balancer } = await fleet(t, 2);
+  const { client } = await connect(t, balancer.url);
+  const owner = await ownerOf(client, replicas);
+  const before = await journaled(gateways[0]!);
+
+  const calling = progressAcrossCut(
+    client,
+    () => {
+      // The client's reconnection waits in the balancer until the owner is dead.
+      balancer.pause();
+      balancer.cut();
+    },
+    HELD_CALL_TIMEOUT_MS,
+  );
+  await journaledAll(gateways[0]!, before, STEPS + 1);
+  const ran = await toolCalls(owner);
+  await owner.kill('SIGKILL');
+  balancer.pin(1);
+  balancer.resume();
+
+  const call = await calling;
+  t.equal(call.error, undefined, `the call succeeds (${call.error?.message})`);
+  t.same(call.seen, ONE_TO(STEPS), 'every progress event once, in order');
+  t.equal(textOf(call.result), `done after ${STEPS} steps`, 'the result, from the journal of a replica that is gone');
+  t.same(ran['progress'], { started: 1, finished: 1 }, 'the tool ran once');
+});
