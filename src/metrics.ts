@@ -75,6 +75,17 @@ export function createMetrics(registry: Registry) {
       labelNames: ['op'] as const,
       registers,
     }),
+    bindingCache: new Counter({
+      name: 'mcp_gateway_binding_cache_total',
+      help: 'Session bindings looked up in or dropped from this instance\'s cache (store.bindingCache), by result: hit (routed without the store), miss (read from the store), invalidated (a session ended or its owner was declared gone, here or through another instance, or the store no longer holds it active), evicted (over maxEntries), dropped (the whole cache forgotten: the store connection or its notes dropped, or the store lost its data).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    bindingCacheEntries: new Gauge({
+      name: 'mcp_gateway_binding_cache_entries',
+      help: 'Session bindings in this instance\'s cache.',
+      registers,
+    }),
     unrecordedEvents: new Gauge({
       name: 'mcp_gateway_unrecorded_events',
       help: 'Events that left while the store did not answer, whose records this instance holds until it can write them.',

@@ -18,6 +18,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { createAnswering } from './routing/answers.js';
 import { createRequestLog } from './routing/request-log.js';
 import { createOriginPolicy } from './cors.js';
+import { BindingCache } from './routing/bindings.js';
 import { createProxy } from './routing/proxy.js';
 import { CursorKeys } from './cursor/keys.js';
 import { KeyAgreement } from './cursor/key-agreement.js';
@@ -64,6 +65,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const metrics = createMetrics(deps.registry);
   const store = instrumentStore(deps.store, metrics);
   const fleet = new Fleet({ config, store, metrics, logger });
+  const bindings = new BindingCache({ config: () => config, store, fleet, metrics, logger });
   const upstreams = new Upstreams(config.upstream);
   const openStreams = new OpenStreams();
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
@@ -112,7 +114,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   });
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
   const originPolicy = createOriginPolicy({ config: () => config, requests, answer });
-  const routes = createProxy({ config: () => config, store, fleet, upstreams, metrics, logger, streams, pumps, keys, requests, answer });
+  const routes = createProxy({ config: () => config, store, fleet, bindings, upstreams, metrics, logger, streams, pumps, keys, requests, answer });
   mcp.all(config.path, { onRequest: originPolicy }, routes.proxy);
   if (config.legacySse) {
     // §9: the 2024-11-05 HTTP+SSE transport, under the same origin policy.
@@ -148,6 +150,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const mcpUrl = await mcp.listen({ host: config.listen.host, port: config.listen.port });
       const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
       fleet.start();
+      bindings.start();
       // A store that lost its data lost the agreed cursor secret with it: re-agree regularly, and
       // compare keys with the other instances (key-agreement.ts). A failure is logged once until
       // the store answers again: a store outage is reported where it is noticed (/readyz, metrics).
@@ -218,6 +221,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       clearInterval(idle);
       clearTimeout(timer);
       await fleet.close();
+      await bindings.close();
       await upstreams.close();
       // Records of events that left while the store was down: written now if it answers, within
       // what is left of the grace period; what is not becomes unknown_stream (§7).

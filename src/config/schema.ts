@@ -92,6 +92,17 @@ export const ConfigSchema = Type.Object(
           'how long one store operation may take before the request that needs it gets 503',
           500,
         ),
+        bindingCache: Type.Object(
+          {
+            maxEntries: Type.Integer({
+              minimum: 0,
+              default: 100_000,
+              description:
+                "sessions whose binding (owner) each gateway instance keeps in memory, the least recently used dropped first (about 300 bytes each): a request of a cached session is routed without a store round trip. The store tells every instance when a session ends or an owner is declared gone; a cached binding is confirmed with the store at least once per health.intervalMs, so it outlives the store's record by one health tick at most. 0: every request reads the store",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

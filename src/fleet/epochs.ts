@@ -37,6 +37,11 @@ export class EpochCache {
     }
   }
 
+  /** Another instance retired the replica's epoch: known here at once, unless a retirement of ours is pending. */
+  learn(entry: CachedEpoch, epoch: string): void {
+    if (!entry.retirePending) entry.epoch = epoch;
+  }
+
   /** The replica is gone: retires its epoch, or keeps the retirement pending when the store fails. */
   async retire(entry: CachedEpoch): Promise<void> {
     entry.retirePending = true;

@@ -108,6 +108,12 @@ export class Fleet {
     return replica.epoch.epoch !== session.ownerEpoch;
   }
 
+  /** The store told of a retirement (through any instance): sessions bound before it are lost here too. */
+  epochRetired(replicaId: string, epoch: string): void {
+    const replica = this.#replicas.get(replicaId);
+    if (replica) this.#epochs.learn(replica.epoch, epoch);
+  }
+
   sessionSeen(replicaId: string, sessionId: string): void {
     this.#replicas.get(replicaId)?.sessions.seen(sessionId, this.#now());
   }

@@ -25,6 +25,7 @@ import {
   type Upstreams,
 } from '../upstream.js';
 import type { Answering } from './answers.js';
+import type { BindingCache } from './bindings.js';
 import { shortId, type RequestLog } from './request-log.js';
 
 /** Sessions whose loss was logged, remembered so as not to log it again (a few hundred KB at most). */
@@ -34,6 +35,8 @@ export interface ProxyDeps {
   config: () => Config;
   store: Store;
   fleet: Fleet;
+  /** The bindings of sessions, cached (R3). */
+  bindings: BindingCache;
   upstreams: Upstreams;
   metrics: Metrics;
   logger: Logger;
@@ -85,6 +88,7 @@ export function createForwarder(deps: ProxyDeps) {
 
   /** Marks a session lost in the store; the answer to the client does not wait on it. */
   function loseSession(record: SessionRecord, why: string): void {
+    deps.bindings.forget(record.sessionId);
     fleet.sessionEnded(record.owner, record.sessionId);
     if (lostLogged.firstTime(record.sessionId)) logger.info({ session: shortId(record.sessionId), replica: record.owner, why }, 'session lost');
     store.endSession(record.sessionId, 'lost', deps.config().sessions.tombstoneTtlMs).catch((err: unknown) => {

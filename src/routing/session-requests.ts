@@ -1,7 +1,8 @@
 /**
  * R2 to R4: a request of an existing session goes to its owner and nowhere else; a session the
- * store does not hold as active gets 404 (R3); an owner that is gone ends its sessions as lost, one
- * that only misbehaves gets 503 (R4); a 2xx to DELETE ends the session.
+ * store does not hold as active gets 404 (R3; bindings.ts caches what it holds, one health tick at
+ * most behind it); an owner that is gone ends its sessions as lost, one that only misbehaves gets
+ * 503 (R4); a 2xx to DELETE ends the session.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
@@ -17,7 +18,7 @@ const SUPERSEDE_ATTEMPTS = 5;
 const SUPERSEDE_BACKOFF_MS = 100;
 
 export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
-  const { store, fleet, logger, answer, streams } = deps;
+  const { store, fleet, bindings, logger, answer, streams } = deps;
   const { sendToOwner, reportStatus, loseSession } = forwarder;
 
   /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
@@ -25,7 +26,7 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
     const config = deps.config();
     let record: SessionRecord | null;
     try {
-      record = await store.touchSession(sessionId, config.sessions.idleTtlMs);
+      record = await bindings.lookup(sessionId);
     } catch (err) {
       if (!isStoreError(err)) throw err;
       return answer(request, reply, 'GW_STORE_UNAVAILABLE');
@@ -86,6 +87,7 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
       loseSession(record, 'owner answered 404');
     } else if (request.method === 'DELETE' && response.statusCode >= 200 && response.statusCode < 300) {
       fleet.sessionEnded(record.owner, sessionId);
+      bindings.forget(sessionId);
       try {
         await store.endSession(sessionId, 'terminated', config.sessions.tombstoneTtlMs);
       } catch (err) {

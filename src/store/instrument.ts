@@ -6,8 +6,8 @@
 import type { Metrics } from '../metrics.js';
 import type { Store } from './types.js';
 
-/** close is not an operation on the data; watchJournal is synchronous and touches nothing. */
-const UNTIMED = new Set<PropertyKey>(['close', 'watchJournal']);
+/** Not operations on the data: closing, and watching notes (synchronous, not a round trip). */
+const UNTIMED = new Set<PropertyKey>(['close', 'watchJournal', 'watchBindings']);
 
 export function instrumentStore(store: Store, metrics: Metrics): Store {
   const wrappers = new Map<PropertyKey, unknown>();

@@ -8,6 +8,8 @@
 import { StoreError } from '../errors.js';
 import { EventEmitter } from 'node:events';
 import type {
+  BindingNote,
+  BindingWatcher,
   EventBatch,
   IncarnationKind,
   IncarnationRecord,
@@ -20,6 +22,7 @@ import type {
   RecordResult,
   SessionInspection,
   SessionRecord,
+  SessionRefresh,
   SessionState,
   Store,
   TaskRecord,
@@ -73,6 +76,8 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   const incarnations = new Map<string, IncarnationEntry>();
   const tasks = new Map<string, { record: TaskRecord; expiresAt: number }>();
   let secret: string | undefined;
+  let generation: string | undefined;
+  const watchers = new Set<BindingWatcher>();
   const fingerprints = new Map<string, { fingerprint: string; expiresAt: number }>();
   let closed = false;
   /** watchJournal's listeners, by incarnationKey(): notes are delivered in this process only. */
@@ -186,6 +191,11 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     if (notes.listenerCount(key) > 0) queueMicrotask(() => notes.emit(key, journalNote));
   }
 
+  /** Tells every binding watcher, as note() does: after the operation has returned. */
+  function tell(bindingNote: BindingNote): void {
+    if (watchers.size > 0) queueMicrotask(() => watchers.forEach((watcher) => watcher.changed(bindingNote)));
+  }
+
   /** Same failure surface as the Redis store: a closed store rejects every operation. */
   function assertOpen(op: string): void {
     if (closed) throw new StoreError(op, { cause: new Error('store is closed') });
@@ -225,12 +235,18 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       return { session, view: read === undefined ? null : readView(sessionId, read.incarnationId, read.afterSeq) };
     },
 
+    async refreshSessions(reads: readonly SessionRefresh[], idleTtlMs: number): Promise<(SessionRecord | null)[]> {
+      assertOpen('refreshSessions');
+      return reads.map(({ sessionId, touch: extend }) => (extend ? touch(sessionId, idleTtlMs) : (live(sessionId)?.record ?? null)));
+    },
+
     async endSession(sessionId: string, state: Exclude<SessionState, 'active'>, tombstoneTtlMs: number): Promise<void> {
       assertOpen('endSession');
       const entry = live(sessionId);
       if (entry === undefined || entry.record.state !== 'active') return;
       entry.record = Object.freeze({ ...entry.record, state });
       entry.expiresAt = now() + tombstoneTtlMs;
+      tell({ kind: 'ended', sessionId });
     },
 
     async bindTask(taskKey: string, task: TaskRecord, ttlMs: number): Promise<boolean> {
@@ -255,6 +271,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       const current = epochs.get(replicaId) ?? '';
       if (current !== expected) return current;
       epochs.set(replicaId, next);
+      tell({ kind: 'retired', replicaId, epoch: next });
       return next;
     },
 
@@ -411,6 +428,19 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       return secret;
     },
 
+    async agreeGeneration(candidate: string): Promise<string> {
+      assertOpen('agreeGeneration');
+      generation ??= candidate;
+      return generation;
+    },
+
+    watchBindings(watcher: BindingWatcher): () => void {
+      watchers.add(watcher);
+      // In process, nothing can be missed: the notes flow from the start.
+      watcher.flowing(true);
+      return () => watchers.delete(watcher);
+    },
+
     async publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>> {
       assertOpen('publishKeyFingerprint');
       const at = now();
@@ -429,6 +459,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
 
     async close(): Promise<void> {
       closed = true;
+      watchers.clear();
       clearInterval(sweeper);
       notes.removeAllListeners();
     },

@@ -4,7 +4,8 @@
  * the attachment that may write it, the POST requests still unanswered); the fleet-wide epoch of
  * each replica (a replica declared gone gets a new epoch, and every session bound under an older
  * epoch is lost with it); which replica holds each task of the 2026-07-28 era (§9 M2), under a
- * digest of its id; and the cursor secret, when none is configured.
+ * digest of its id; and the cursor secret, when none is configured. It tells every instance when
+ * a binding changes (watchBindings), so that each may cache the bindings it routes by.
  *
  * Two implementations: memory (one gateway process) and Redis (a fleet of gateways). Both pass the
  * same contract suite (test/store/contract.ts). Every failure surfaces as a StoreError
@@ -170,6 +171,31 @@ export interface SessionInspection {
   readonly incarnations: readonly IncarnationRecord[];
 }
 
+/** A change of bindings, told to every gateway instance that watches the store. */
+export type BindingNote =
+  /** The session ended (DELETE, or lost): it is no longer active. */
+  | { readonly kind: 'ended'; readonly sessionId: string }
+  /** The replica's epoch was retired: every session bound under an older one is lost (R4). */
+  | { readonly kind: 'retired'; readonly replicaId: string; readonly epoch: string };
+
+export interface BindingWatcher {
+  /** A binding changed, through any instance. */
+  changed(note: BindingNote): void;
+  /**
+   * Whether notes reach this watcher: false from the moment some may be missed (the connection
+   * that carries them dropped), true once every change is noted again.
+   */
+  flowing(on: boolean): void;
+  /** The store's connection dropped: what was read from it may no longer hold (it may be back empty). */
+  reset(): void;
+}
+
+/** One session to read in refreshSessions, its idle TTL extended or not. */
+export interface SessionRefresh {
+  readonly sessionId: string;
+  readonly touch: boolean;
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
 
@@ -196,9 +222,16 @@ export interface Store {
   ): Promise<{ session: SessionRecord | null; view: IncarnationView | null }>;
 
   /**
+   * Reads several sessions in one round trip, in order: each as touchSession would when `touch`,
+   * as it stands otherwise (its TTL left alone). Null for a session the store does not hold.
+   */
+  refreshSessions(reads: readonly SessionRefresh[], idleTtlMs: number): Promise<(SessionRecord | null)[]>;
+
+  /**
    * Ends a session. The record stays as a tombstone, with `state`, for `tombstoneTtlMs`, so that
    * a late request can be told why. Ending an unknown session does nothing; ending an ended one
    * keeps its first state (a session lost stays lost even if the client then sends DELETE).
+   * Every watcher is told (`ended`) when the session was active.
    */
   endSession(sessionId: string, state: 'terminated' | 'lost', tombstoneTtlMs: number): Promise<void>;
 
@@ -217,7 +250,8 @@ export interface Store {
   /**
    * Compare-and-set of a replica's epoch: when its current epoch is `expected` ('' for none),
    * it becomes `next`. Returns the epoch in force afterwards, whoever set it, so that several
-   * gateways declaring the same replica gone at once retire its epoch only once.
+   * gateways declaring the same replica gone at once retire its epoch only once. Every watcher is
+   * told (`retired`, with the new epoch) when it changed.
    */
   retireReplicaEpoch(replicaId: string, expected: string, next: string): Promise<string>;
 
@@ -318,6 +352,19 @@ export interface Store {
 
   /** The cursor secret agreed through the store (agreeSecret), without offering one; null when none is. */
   readSecret(): Promise<string | null>;
+
+  /**
+   * The store's generation: the first candidate ever offered wins and every later call returns it,
+   * until the store loses its data (a restart or failover to an empty node); the next candidate
+   * then wins. A generation that changed tells an instance that what it read before is gone.
+   */
+  agreeGeneration(candidate: string): Promise<string>;
+
+  /**
+   * Tells `watcher` of every binding change, through any instance, until the returned function is
+   * called. `flowing(true)` comes once the notes flow (at once, or once subscribed).
+   */
+  watchBindings(watcher: BindingWatcher): () => void;
 
   /** Resolves when the store answers; rejects with a StoreError otherwise. */
   ping(): Promise<void>;

@@ -7,7 +7,7 @@
 
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Test } from 'tap';
-import type { EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, SessionState, Store } from '../../src/store/types.js';
+import type { BindingNote, EventBatch, IncarnationKind, JsonRpcId, NewIncarnation, SessionState, Store } from '../../src/store/types.js';
 import { journalContract } from './journal-contract.js';
 
 export interface StoreHarness {
@@ -235,6 +235,7 @@ export function storeContract(t: Test, name: string, makeHarness: () => Promise<
   incarnationContract(test, tickUntil);
   journalContract(test, tickUntil);
   taskContract(test, tickUntil);
+  bindingsContract(test, tickUntil);
 
   test('ping resolves', async (t, h) => {
     await t.resolves(h.store.ping());
@@ -1016,12 +1017,144 @@ function taskContract(test: ContractTest, tickUntil: TickUntil): void {
   });
 }
 
+/** What a watcher was told, in order, with a way to await the next notes. */
+class Watched {
+  readonly notes: BindingNote[] = [];
+  flowing = false;
+  #waiters: (() => void)[] = [];
+  readonly stop: () => void;
+
+  constructor(store: Store) {
+    this.stop = store.watchBindings({
+      changed: (note) => {
+        this.notes.push(note);
+        this.#wake();
+      },
+      flowing: (on) => {
+        this.flowing = on;
+        this.#wake();
+      },
+      reset: () => undefined,
+    });
+  }
+
+  /** Resolves once `done()` holds (tap's test timeout bounds a note that never comes). */
+  async until(done: () => boolean): Promise<void> {
+    while (!done()) await new Promise<void>((resolve) => this.#waiters.push(resolve));
+  }
+
+  #wake(): void {
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+}
+
+/** Binding notes (Store.watchBindings) and the batched reads that a binding cache confirms with. */
+function bindingsContract(test: ContractTest, tickUntil: TickUntil): void {
+  const bind = (store: Store, sessionId: string, ttlMs = LONG_TTL_MS) => store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, ttlMs);
+
+  /** A watcher on another gateway of the same store, once its notes flow. */
+  async function peerWatcher(t: Test, h: StoreHarness): Promise<Watched> {
+    const watched = new Watched(await h.peer());
+    t.teardown(() => watched.stop());
+    await watched.until(() => watched.flowing);
+    return watched;
+  }
+
+  test('refreshSessions: each session as it stands, in order, null for one not held', async (t, h) => {
+    await bind(h.store, 's1');
+    await bind(h.store, 's2');
+    await h.store.endSession('s2', 'lost', LONG_TTL_MS);
+    const records = await h.store.refreshSessions(
+      [
+        { sessionId: 's1', touch: false },
+        { sessionId: 'unknown', touch: true },
+        { sessionId: 's2', touch: true },
+        { sessionId: 's1', touch: true },
+      ],
+      LONG_TTL_MS,
+    );
+    t.match(records, [{ sessionId: 's1', state: 'active', owner: 'r1', ownerEpoch: 'e1' }, null, { sessionId: 's2', state: 'lost' }, { sessionId: 's1', state: 'active' }]);
+    t.same(await h.store.refreshSessions([], LONG_TTL_MS), [], 'nothing to read: nothing');
+  });
+
+  test('refreshSessions: extends the idle TTL of the active sessions it touches, and only theirs', async (t, h) => {
+    await bind(h.store, 'touched', h.shortTtlMs);
+    await bind(h.store, 'read', h.shortTtlMs);
+    await h.store.refreshSessions(
+      [
+        { sessionId: 'touched', touch: true },
+        { sessionId: 'read', touch: false },
+      ],
+      LONG_TTL_MS,
+    );
+    const peek = async (sessionId: string) => (await h.store.refreshSessions([{ sessionId, touch: false }], LONG_TTL_MS))[0];
+    await tickUntil(t, h, 'the session only read expires', async () => (await peek('read')) === null);
+    t.match(await peek('touched'), { state: 'active' }, 'the touched one lives on');
+  });
+
+  test('agreeGeneration: the first candidate wins, for every gateway', async (t, h) => {
+    t.equal(await h.store.agreeGeneration('g-first'), 'g-first');
+    t.equal(await h.store.agreeGeneration('g-second'), 'g-first');
+    t.equal(await (await h.peer()).agreeGeneration('g-third'), 'g-first', 'another gateway gets it too');
+    t.not(await h.store.agreeSecret('a-secret'), 'g-first', 'apart from the cursor secret');
+  });
+
+  test('watchBindings: another gateway is told of each session that ends, once', async (t, h) => {
+    const watched = await peerWatcher(t, h);
+    await bind(h.store, 's1');
+    await bind(h.store, 'odd {id} ü 🚀');
+    await h.store.endSession('s1', 'terminated', LONG_TTL_MS);
+    await h.store.endSession('s1', 'lost', LONG_TTL_MS);
+    await h.store.endSession('never-bound', 'lost', LONG_TTL_MS);
+    await h.store.endSession('odd {id} ü 🚀', 'lost', LONG_TTL_MS);
+    await watched.until(() => watched.notes.length >= 2);
+    t.same(watched.notes, [
+      { kind: 'ended', sessionId: 's1' },
+      { kind: 'ended', sessionId: 'odd {id} ü 🚀' },
+    ], 'ending an ended or unknown session tells nobody');
+  });
+
+  test('watchBindings: another gateway is told of each retired epoch, with the new one', async (t, h) => {
+    const watched = await peerWatcher(t, h);
+    t.equal(await h.store.retireReplicaEpoch('r1', '', 'e2'), 'e2');
+    t.equal(await h.store.retireReplicaEpoch('r1', '', 'e3'), 'e2', 'a lost compare-and-set changes nothing...');
+    t.equal(await h.store.retireReplicaEpoch('r1', 'e2', 'e4'), 'e4');
+    await watched.until(() => watched.notes.length >= 2);
+    t.same(watched.notes, [
+      { kind: 'retired', replicaId: 'r1', epoch: 'e2' },
+      { kind: 'retired', replicaId: 'r1', epoch: 'e4' },
+    ], '...and tells nobody');
+  });
+
+  test('watchBindings: the gateway that made the change is told too; a stopped watcher is not', async (t, h) => {
+    const own = new Watched(h.store);
+    t.teardown(() => own.stop());
+    const stopped = new Watched(h.store);
+    await own.until(() => own.flowing);
+    await stopped.until(() => stopped.flowing);
+    stopped.stop();
+    await bind(h.store, 's1');
+    await h.store.endSession('s1', 'terminated', LONG_TTL_MS);
+    await own.until(() => own.notes.length >= 1);
+    const marker = await peerWatcher(t, h);
+    await h.store.retireReplicaEpoch('marker', '', 'e1');
+    await marker.until(() => marker.notes.length >= 1);
+    await own.until(() => own.notes.length >= 2);
+    t.same(own.notes, [
+      { kind: 'ended', sessionId: 's1' },
+      { kind: 'retired', replicaId: 'marker', epoch: 'e1' },
+    ]);
+    t.same(stopped.notes, [], 'nothing after stop');
+  });
+}
+
 /** Every operation but close, each by the name that StoreError carries as `op`. */
 export function operations(store: Store): [string, () => Promise<unknown>][] {
   return [
     ['bindSession', () => store.bindSession({ sessionId: 'op-s', owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS)],
     ['touchSession', () => store.touchSession('op-s', LONG_TTL_MS)],
     ['touchAndRead', () => store.touchAndRead('op-s', LONG_TTL_MS, { incarnationId: 'op-i', afterSeq: 0 })],
+    ['refreshSessions', () => store.refreshSessions([{ sessionId: 'op-s', touch: true }], LONG_TTL_MS)],
     ['endSession', () => store.endSession('op-s', 'terminated', LONG_TTL_MS)],
     ['bindTask', () => store.bindTask('op-t', { owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS)],
     ['readTask', () => store.readTask('op-t')],
@@ -1039,6 +1172,7 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['inspectSession', () => store.inspectSession('op-s', 10)],
     ['readSecret', () => store.readSecret()],
     ['agreeSecret', () => store.agreeSecret('op-secret')],
+    ['agreeGeneration', () => store.agreeGeneration('op-generation')],
     ['publishKeyFingerprint', () => store.publishKeyFingerprint('op-instance', 'op-fingerprint', LONG_TTL_MS)],
     ['ping', () => store.ping()],
   ];

@@ -373,6 +373,42 @@ t.test('redis: faults', async (t) => {
     t.equal(await store.readIncarnation('s1', 'g1', 0), null, 'and their incarnations are gone too');
   });
 
+  t.test('restarted without its data: watchers are reset and their notes stop, then flow again; the generation is new', async (t) => {
+    const own = await startRedisServer(t);
+    const store = makeStore(own);
+    t.teardown(() => store.close());
+    const { seen, until } = watchLog(t, store);
+    await until(() => seen.includes('flowing'));
+    const before = await store.agreeGeneration('generation-1');
+    await own.restart({ keepData: false });
+    await until(() => seen.includes('reset') && seen.includes('stopped'));
+    await until(() => seen.lastIndexOf('flowing') > seen.indexOf('stopped'));
+    t.equal(seen.filter((s) => s === 'flowing').length, 2, 'flowing at first, and again after the restart');
+    await waitFor('ping succeeds after restart', RECOVERY_DEADLINE_MS, async () => (await store.ping(), true));
+    t.equal(before, 'generation-1');
+    t.equal(await store.agreeGeneration('generation-2'), 'generation-2', 'a store that lost its data has a new generation');
+    await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, 60_000);
+    await store.endSession('s1', 'terminated', 60_000);
+    await until(() => seen.includes('ended'));
+    t.pass('notes arrive again');
+  });
+
+  t.test('the notes connection killed alone: its watchers stop, then flow again once subscribed', async (t) => {
+    const own = await startRedisServer(t);
+    const store = makeStore(own);
+    t.teardown(() => store.close());
+    const { seen, until } = watchLog(t, store);
+    await until(() => seen.includes('flowing'));
+    const redis = inspector(t, own);
+    t.equal(await redis.client('KILL', 'TYPE', 'pubsub'), 1, 'one pub/sub connection per store');
+    await until(() => seen.includes('stopped'));
+    await until(() => seen.lastIndexOf('flowing') > seen.indexOf('stopped'));
+    t.notOk(seen.includes('reset'), 'the store connection itself stayed up');
+    await store.retireReplicaEpoch('r1', '', 'e2');
+    await until(() => seen.includes('retired'));
+    t.pass('notes arrive again');
+  });
+
   t.test('restarted with its data: sessions are still there', async (t) => {
     const own = await startRedisServer(t);
     const store = makeStore(own);
@@ -410,6 +446,24 @@ t.test('redis: faults', async (t) => {
     t.match(await store.touchSession('s1', 60_000), { owner: 'r1', state: 'active' });
   });
 });
+
+/** What a watcher of `store` is told, as words (changed: the note's kind), and a way to await them. */
+function watchLog(t: Test, store: Store): { seen: string[]; until: (done: () => boolean) => Promise<void> } {
+  const seen: string[] = [];
+  let wake: (() => void) | undefined;
+  const say = (what: string) => {
+    seen.push(what);
+    wake?.();
+  };
+  t.teardown(store.watchBindings({ changed: (note) => say(note.kind), flowing: (on) => say(on ? 'flowing' : 'stopped'), reset: () => say('reset') }));
+  return {
+    seen,
+    // Bounded by tap's test timeout: a word that never comes fails the test.
+    until: async (done) => {
+      while (!done()) await new Promise<void>((resolve) => (wake = resolve));
+    },
+  };
+}
 
 /**
  * A PTTL read back after setting `set`: no more than that, and less only by the time that passed

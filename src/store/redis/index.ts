@@ -4,7 +4,8 @@
  * inside it, and every script's keys share one hash tag, so each runs on one cluster node.
  * Failures of any kind (disconnected, timed out, script error, malformed record, a failover in
  * progress) surface as StoreError, fast: there is no offline queue and every command has a
- * timeout (CONTRACT.md §7).
+ * timeout (CONTRACT.md §7). Binding changes are published on one channel, which the subscriber
+ * connection (subscriber.ts, opened by the first watcher) listens to.
  */
 
 import type { Cluster, Redis } from 'ioredis';
@@ -19,6 +20,8 @@ import {
   type NewIncarnation,
   type NewSession,
   type RecordResult,
+  type BindingWatcher,
+  type SessionRefresh,
   type SessionInspection,
   type SessionRecord,
   type SessionState,
@@ -28,8 +31,10 @@ import {
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
 import {
+  bindingsChannel,
   epochsKey,
   fingerprintsKey,
+  generationKey,
   incarnationKey,
   incarnationsKey,
   journalKey,
@@ -39,6 +44,7 @@ import {
   sessionKey,
   taskRecordKey,
 } from './keys.js';
+import { decodeNote, encodeNote } from './notes.js';
 import { toJournalRead, toRecord, toView } from './replies.js';
 import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
 import { defineScripts } from './scripts/index.js';
@@ -53,6 +59,9 @@ export interface RedisStoreOptions extends ConnectionOptions {
 
 function ignoreError(): void {}
 
+/** A session's fields, in the order toRecord() reads them. */
+const SESSION_FIELDS = ['sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt'] as const;
+
 export function createRedisStore(opts: RedisStoreOptions): Store {
   if (/[{}]/.test(opts.keyPrefix)) {
     throw new GatewayError('GW_CONFIG_INVALID', `store key prefix must not contain braces: ${opts.keyPrefix}`);
@@ -62,6 +71,12 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   connection.on('error', opts.onError ?? ignoreError);
   const client = defineScripts(connection);
   const run = createRunner(client, opts);
+  const bindings = bindingsChannel(opts.keyPrefix);
+  const watchers = new Set<BindingWatcher>();
+  // A store that comes back may have lost what was read from it: every watcher forgets it at once.
+  connection.on('close', () => {
+    for (const watcher of watchers) watcher.reset();
+  });
 
   // One subscriber connection for every watch of this store, opened on the first.
   let subscriber: ChannelSubscriber | undefined;
@@ -109,9 +124,23 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
+    refreshSessions(reads: readonly SessionRefresh[], idleTtlMs: number): Promise<(SessionRecord | null)[]> {
+      return run('refreshSessions', () =>
+        // Sent together, answered together: one round trip, whatever the slots of the sessions.
+        Promise.all(
+          reads.map(async ({ sessionId, touch: extend }) => {
+            const fields = extend ? await client.gwTouchSession(key(sessionId), idleTtlMs) : await client.hmget(key(sessionId), ...SESSION_FIELDS);
+            return fields === null || (Array.isArray(fields) && fields[0] === null) ? null : toRecord(fields);
+          }),
+        ),
+      );
+    },
+
     endSession(sessionId: string, state: Exclude<SessionState, 'active'>, tombstoneTtlMs: number): Promise<void> {
       return run('endSession', async () => {
-        await client.gwEndSession(key(sessionId), state, tombstoneTtlMs);
+        // The note goes out after the change, from here: a script may publish only in its own slot.
+        // Lost on the way (this process dies), the other instances find out within a health tick.
+        if ((await client.gwEndSession(key(sessionId), state, tombstoneTtlMs)) === 1) await client.spublish(bindings, encodeNote({ kind: 'ended', sessionId }));
       });
     },
 
@@ -140,7 +169,9 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     retireReplicaEpoch(replicaId: string, expected: string, next: string): Promise<string> {
-      return run('retireReplicaEpoch', () => client.gwRetireReplicaEpoch(epochsKey(opts.keyPrefix), replicaId, expected, next));
+      return run('retireReplicaEpoch', () =>
+        client.gwRetireReplicaEpoch(epochsKey(opts.keyPrefix), replicaId, expected, next, bindings, encodeNote({ kind: 'retired', replicaId, epoch: next })),
+      );
     },
 
     openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void> {
@@ -298,7 +329,28 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     agreeSecret(candidate: string): Promise<string> {
-      return run('agreeSecret', () => client.gwAgreeSecret(secretKey(opts.keyPrefix), candidate));
+      return run('agreeSecret', () => client.gwAgree(secretKey(opts.keyPrefix), candidate));
+    },
+
+    agreeGeneration(candidate: string): Promise<string> {
+      return run('agreeGeneration', () => client.gwAgree(generationKey(opts.keyPrefix), candidate));
+    },
+
+    watchBindings(watcher: BindingWatcher): () => void {
+      watchers.add(watcher);
+      subscriber ??= createSubscriber(opts, opts.onError ?? ignoreError);
+      const unsubscribe = subscriber.listen(
+        bindings,
+        (payload) => {
+          const note = decodeNote(payload);
+          if (note !== undefined) watcher.changed(note);
+        },
+        (live) => watcher.flowing(live),
+      );
+      return () => {
+        watchers.delete(watcher);
+        unsubscribe();
+      };
     },
 
     publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>> {
@@ -317,6 +369,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     async close(): Promise<void> {
+      watchers.clear();
       subscriber?.close();
       try {
         await client.quit();

@@ -57,6 +57,16 @@ export function secretKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:cursor-secret`;
 }
 
+/** The store's generation: a new one after the store lost its data. */
+export function generationKey(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:generation`;
+}
+
+/** The (sharded) channel of binding notes: in the fleet's slot, where epochs are retired. */
+export function bindingsChannel(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:bindings`;
+}
+
 /** Each gateway instance's cursor-key fingerprint, to tell instances that disagree on cursor.secret. */
 export function fingerprintsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:key-fingerprints`;

@@ -1,17 +1,25 @@
-/** The scripts of what the whole fleet shares: replica epochs and the cursor secret. */
+/** The scripts of what the whole fleet shares: replica epochs, the cursor secret, the store's generation. */
 
 import type { Cluster, Redis } from 'ioredis';
 
-/** Compare-and-set of one replica's epoch ('' means none); returns the epoch in force. KEYS: epochs. ARGV: replicaId, expected, next. */
+/**
+ * Compare-and-set of one replica's epoch ('' means none), telling every gateway on the notes
+ * channel (in the fleet's slot, as the epochs) when it changed; returns the epoch in force. KEYS: epochs. ARGV: replicaId, expected,
+ * next, channel, note.
+ */
 const RETIRE_REPLICA_EPOCH_LUA = `
 local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then return current end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('SPUBLISH', ARGV[4], ARGV[5])
 return ARGV[3]
 `;
 
-/** The first candidate ever set wins; no TTL, so it lives as long as the dataset. KEYS: secret. ARGV: candidate. */
-const AGREE_SECRET_LUA = `
+/**
+ * The first candidate ever set wins; no TTL, so it lives as long as the dataset (the cursor secret,
+ * the store's generation). KEYS: the key. ARGV: candidate.
+ */
+const AGREE_LUA = `
 redis.call('SET', KEYS[1], ARGV[1], 'NX')
 return redis.call('GET', KEYS[1])
 `;
@@ -41,13 +49,13 @@ return alive
 `;
 
 export interface FleetScripts {
-  gwRetireReplicaEpoch(key: string, replicaId: string, expected: string, next: string): Promise<string>;
-  gwAgreeSecret(key: string, candidate: string): Promise<string>;
+  gwRetireReplicaEpoch(key: string, replicaId: string, expected: string, next: string, channel: string, note: string): Promise<string>;
+  gwAgree(key: string, candidate: string): Promise<string>;
   gwPublishKeyFingerprint(key: string, instanceId: string, fingerprint: string, now: number, ttlMs: number): Promise<string[]>;
 }
 
 export function defineFleetScripts(client: Redis | Cluster): void {
   client.defineCommand('gwRetireReplicaEpoch', { numberOfKeys: 1, lua: RETIRE_REPLICA_EPOCH_LUA });
-  client.defineCommand('gwAgreeSecret', { numberOfKeys: 1, lua: AGREE_SECRET_LUA });
+  client.defineCommand('gwAgree', { numberOfKeys: 1, lua: AGREE_LUA });
   client.defineCommand('gwPublishKeyFingerprint', { numberOfKeys: 1, lua: PUBLISH_KEY_FINGERPRINT_LUA });
 }

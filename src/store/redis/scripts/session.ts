@@ -34,7 +34,10 @@ const TOUCH_SESSION_LUA = `${TOUCH_SESSION_FUNCTION_LUA}
 return touchSession(KEYS[1], ARGV[1])
 `;
 
-/** Turns an active session into a tombstone; anything else stays as it is. KEYS: session. ARGV: state, tombstoneTtlMs. */
+/**
+ * Turns an active session into a tombstone (1: it was active; its note is then to be published);
+ * anything else stays as it is. KEYS: session. ARGV: state, tombstoneTtlMs.
+ */
 const END_SESSION_LUA = `
 if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[1])
