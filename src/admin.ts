@@ -1,11 +1,13 @@
 /**
- * The admin listener (CONTRACT.md §6), apart from the MCP listener so that metrics and probes
- * are never exposed where clients connect.
+ * The admin listener (CONTRACT.md §6), apart from the MCP listener so that metrics, probes and
+ * what the gateway knows of a session are never exposed where clients connect.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Registry } from 'prom-client';
 import { clientErrorHandler } from './clients/errors.js';
+import { isStoreError } from './errors.js';
 import type { Logger } from './logger.js';
+import type { Explanation, SessionView } from './resumption/explain.js';
 
 export interface AdminDeps {
   logger: Logger;
@@ -14,7 +16,15 @@ export interface AdminDeps {
   ready: () => Promise<string[]>;
   /** What an operator should know that does not make the gateway unready. */
   warnings: () => string[];
+  /** Why a resumption gets what it gets (resumption/explain.ts); reject with a StoreError. */
+  debug: {
+    explain: (cursor: string, sessionId: string | undefined) => Promise<Explanation>;
+    session: (sessionId: string) => Promise<SessionView>;
+  };
 }
+
+/** How long an operator is asked to wait when the store does not answer. */
+const STORE_RETRY_AFTER_S = 1;
 
 export function buildAdmin(deps: AdminDeps): FastifyInstance {
   const logger = deps.logger.child({ listener: 'admin' });
@@ -39,5 +49,32 @@ export function buildAdmin(deps: AdminDeps): FastifyInstance {
     return { ready: true, ...also };
   });
 
+  // What a resumption with a cursor would get now, and why (docs/operations.md).
+  admin.get<{ Querystring: { cursor?: string; session?: string } }>('/debug/explain', async (request, reply) => {
+    const { cursor, session } = request.query;
+    if (typeof cursor !== 'string' || (session !== undefined && typeof session !== 'string')) {
+      return reply.code(400).send({ error: 'give the cursor as ?cursor=, and the session as &session= (once each)' });
+    }
+    return storeAnswer(reply, () => deps.debug.explain(cursor, session));
+  });
+
+  admin.get<{ Params: { id: string } }>('/debug/sessions/:id', async (request, reply) => {
+    return storeAnswer(reply, async () => {
+      const view = await deps.debug.session(request.params.id);
+      if (!view.session && view.incarnations.length === 0) reply.code(404);
+      return view;
+    });
+  });
+
   return admin;
+}
+
+/** The view, or 503 when the store does not answer: nothing is guessed. */
+async function storeAnswer(reply: FastifyReply, view: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await view();
+  } catch (err) {
+    if (!isStoreError(err)) throw err;
+    return reply.code(503).header('retry-after', String(STORE_RETRY_AFTER_S)).send({ error: 'the store does not answer' });
+  }
 }

@@ -3,6 +3,8 @@
  * Command line (CONTRACT.md §1):
  *   mcp-resume-gateway [--config FILE]               run the gateway
  *   mcp-resume-gateway check-config [--config FILE]  validate, exit 0 or 1 with one line per problem
+ *   mcp-resume-gateway explain CURSOR [--session ID] [--json] [--config FILE]
+ *                                                    why a resumption with CURSOR gets what it gets
  *   mcp-resume-gateway --version | --help
  * The file defaults to $MCP_GATEWAY_CONFIG, else config/gateway.yaml.
  */
@@ -16,10 +18,14 @@ import type { Config } from './config/schema.js';
 import { createLogger, flushLog, LogSecrets, redactUrl, stdoutDestination, type Logger } from './logger.js';
 import { buildServer } from './server.js';
 import { createStore } from './store/index.js';
+import { EXPLAIN_EXIT, explainCommand } from './explain-command.js';
 import { packageVersion } from './version.js';
 
 const USAGE = `usage: mcp-resume-gateway [check-config] [--config FILE]
+       mcp-resume-gateway explain CURSOR [--session ID] [--json] [--config FILE]
   -c, --config FILE   configuration file (default: $MCP_GATEWAY_CONFIG, else config/gateway.yaml)
+  -s, --session ID    explain: the session the cursor is resumed in (its Mcp-Session-Id)
+      --json          explain: one JSON document instead of text
   -v, --version       print the version and exit
   -h, --help          print this and exit`;
 
@@ -30,6 +36,8 @@ async function main(argv: string[]): Promise<number> {
       args: argv,
       options: {
         config: { type: 'string', short: 'c' },
+        session: { type: 'string', short: 's' },
+        json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -48,8 +56,17 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
-  if ((command !== undefined && command !== 'check-config') || extra.length > 0) {
+  const explaining = command === 'explain';
+  if ((command !== undefined && command !== 'check-config' && !explaining) || extra.length > (explaining ? 1 : 0)) {
     process.stderr.write(`unknown command: ${parsed.positionals.join(' ')}\n${USAGE}\n`);
+    return 2;
+  }
+  if (explaining && extra.length !== 1) {
+    process.stderr.write(`explain needs the cursor (a Last-Event-ID value)\n${USAGE}\n`);
+    return EXPLAIN_EXIT.usage;
+  }
+  if (!explaining && (parsed.values.session !== undefined || parsed.values.json)) {
+    process.stderr.write(`--session and --json belong to explain\n${USAGE}\n`);
     return 2;
   }
   const file = configFileFrom(parsed.values.config, process.env);
@@ -61,8 +78,9 @@ async function main(argv: string[]): Promise<number> {
     const unnamed = parsed.values.config === undefined && !process.env['MCP_GATEWAY_CONFIG'];
     const problems = unnamed && !existsSync(file) ? [noDefaultFile(file)] : err.problems;
     for (const problem of problems) process.stderr.write(`${problem}\n`);
-    return 1;
+    return explaining ? EXPLAIN_EXIT.usage : 1;
   }
+  if (explaining) return explainCommand(config, extra[0]!, parsed.values.session, parsed.values.json === true);
   if (command === 'check-config') {
     process.stdout.write(`${file}: ok (${config.replicas.length} replicas, store ${config.store.type})\n`);
     return 0;

@@ -24,6 +24,7 @@ import { CursorKeys } from './cursor/keys.js';
 import { KeyAgreement } from './cursor/key-agreement.js';
 import { OpenStreams } from './streams/open.js';
 import { Pumps } from './streams/pumps.js';
+import { explainCursor, viewSession, type ExplainDeps } from './resumption/explain.js';
 import { retryWithin } from './retry.js';
 import { SseStreams } from './streams/sse-streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';
@@ -75,6 +76,16 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, instanceId: agreement.instanceId });
   const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
   const answer = createAnswering({ config: () => config, requests });
+  // What the admin listener's /debug endpoints read: the store as it stands, this instance's key
+  // and its view of the fleet.
+  const explainDeps = (): ExplainDeps => ({
+    store,
+    mode: config.resumption.mode,
+    journal: config.resumption.journal.enabled,
+    key: async () => ({ codec: await keys.codec(), source: config.cursor.secret ? 'configured' : 'agreed' }),
+    fleet,
+    health: (replica) => fleet.health(replica),
+  });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
 
@@ -137,6 +148,10 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       return reasons;
     },
     warnings: () => agreement.warnings(),
+    debug: {
+      explain: (cursor, sessionId) => explainCursor(explainDeps(), cursor, sessionId),
+      session: (sessionId) => viewSession(explainDeps(), sessionId, openStreams.ofSession(sessionId)),
+    },
   });
 
   return {

@@ -149,22 +149,9 @@ export class CursorCodec {
    * and one AES block, and only for a value of at most 128 characters that has the shape of a cursor.
    */
   decode(value: string, sessionId: string): DecodeResult {
-    if (typeof value !== 'string') return foreign('not_string');
-    if (value.length > CURSOR_MAX_LENGTH) return foreign('too_long');
-    for (let i = 0; i < value.length; i++) {
-      if (!isCursorCodeUnit(value.charCodeAt(i))) return foreign('bad_byte');
-    }
-    const parts = value.split('.');
-    if (parts.length !== PARTS) return foreign('bad_parts');
-    const [version, incarnation, seqText, tag, mac] = parts as [string, string, string, string, string];
-    if (version !== VERSION) return foreign('bad_version');
-    if (!INCARNATION_PATTERN.test(incarnation)) return foreign('bad_incarnation');
-    if (!SEQ_PATTERN.test(seqText)) return foreign('bad_seq');
-    const seq = parseInt(seqText, 36);
-    if (!Number.isSafeInteger(seq)) return foreign('bad_seq');
-    if (!TAG_PATTERN.test(tag)) return foreign('bad_tag');
-    if (!MAC_PATTERN.test(mac)) return foreign('bad_mac');
-
+    const parsed = parseCursor(value);
+    if (parsed.kind === 'foreign') return parsed;
+    const { incarnation, seq, tag, mac } = parsed.parts;
     // Compare the base64url texts, not decoded bytes: Node's decoder ignores the spare low bits of the
     // last character, and a second spelling of the same MAC would break canonicity.
     const expected = new CursorIssuer('', '', this.#streamKey(incarnation, tag)).macs([seq])[0]!;
@@ -260,7 +247,36 @@ export class CursorIssuer {
   }
 }
 
-function foreign(why: ForeignWhy): DecodeResult {
+/** A value with the shape of a cursor, its fields read but not authenticated. */
+export interface CursorParts extends CursorFields {
+  readonly tag: string;
+  readonly mac: string;
+}
+
+/**
+ * The shape checks of decode, without the key: the fields of a value that looks like a cursor,
+ * which only decode can tell authentic (explain shows them for a cursor that is not).
+ */
+export function parseCursor(value: string): { kind: 'parsed'; parts: CursorParts } | { kind: 'foreign'; why: ForeignWhy } {
+  if (typeof value !== 'string') return foreign('not_string');
+  if (value.length > CURSOR_MAX_LENGTH) return foreign('too_long');
+  for (let i = 0; i < value.length; i++) {
+    if (!isCursorCodeUnit(value.charCodeAt(i))) return foreign('bad_byte');
+  }
+  const parts = value.split('.');
+  if (parts.length !== PARTS) return foreign('bad_parts');
+  const [version, incarnation, seqText, tag, mac] = parts as [string, string, string, string, string];
+  if (version !== VERSION) return foreign('bad_version');
+  if (!INCARNATION_PATTERN.test(incarnation)) return foreign('bad_incarnation');
+  if (!SEQ_PATTERN.test(seqText)) return foreign('bad_seq');
+  const seq = parseInt(seqText, 36);
+  if (!Number.isSafeInteger(seq)) return foreign('bad_seq');
+  if (!TAG_PATTERN.test(tag)) return foreign('bad_tag');
+  if (!MAC_PATTERN.test(mac)) return foreign('bad_mac');
+  return { kind: 'parsed', parts: { incarnation, seq, tag, mac } };
+}
+
+function foreign(why: ForeignWhy): { kind: 'foreign'; why: ForeignWhy } {
   return { kind: 'foreign', why };
 }
 

@@ -23,6 +23,7 @@ import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { continueFromJournal, JOURNAL_READ_EVENTS } from './from-journal.js';
+import { gatherFacts, type FactsReader } from './facts.js';
 import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
 /** What the resumption needs from the proxy around it. */
@@ -63,23 +64,11 @@ export function createResumption(kit: ResumeKit) {
     }
     let facts: ResumptionFacts;
     try {
-      // The cursor is decoded first, so that the session and the cursor's incarnation are read in
-      // one store round trip.
-      const codec = await keys.codec();
-      const cursor = codec.decode(lastEventId, sessionId);
-      const read = cursor.kind === 'ok' ? { incarnationId: cursor.fields.incarnation, afterSeq: cursor.fields.seq } : undefined;
-      const { session, view } = await store.touchAndRead(sessionId, config.sessions.idleTtlMs, read);
-      const ownerGone = !!session && (await fleet.ownerGone(session));
-      if (session && ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
-      facts = {
-        session,
-        ownerGone,
-        ownerHealth: session ? fleet.health(session.owner) : undefined,
-        cursor,
-        view: session ? view : null,
-        journal: config.resumption.journal.enabled,
-        now: Date.now(),
-      };
+      const cursor = (await keys.codec()).decode(lastEventId, sessionId);
+      const read = (at: Parameters<FactsReader>[0]) => store.touchAndRead(sessionId, config.sessions.idleTtlMs, at);
+      facts = await gatherFacts(cursor, read, fleet, { journal: config.resumption.journal.enabled, now: Date.now() });
+      const { session } = facts;
+      if (session && facts.ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
     } catch (err) {
       if (!isStoreError(err)) throw err;
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');

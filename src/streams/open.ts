@@ -1,18 +1,22 @@
 /**
  * The SSE streams open right now (sse-streams.ts registers each), by owning replica, so that
- * shutdown and reloads can end them.
+ * shutdown and reloads can end them, and by session and incarnation where they have one, so that
+ * the admin listener can show a session's streams on this instance.
  */
 import type { SsePipe } from './pipe.js';
 
 export class OpenStreams {
   readonly #open = new Map<SsePipe, string>();
+  readonly #incarnations = new Map<SsePipe, { readonly sessionId: string; readonly incarnation: string }>();
   #draining = false;
   #idle: (() => void)[] = [];
 
-  add(stream: SsePipe, replica: string): void {
+  add(stream: SsePipe, replica: string, of?: { readonly sessionId: string; readonly incarnation: string }): void {
     this.#open.set(stream, replica);
+    if (of) this.#incarnations.set(stream, { sessionId: of.sessionId, incarnation: of.incarnation });
     void stream.done.then(() => {
       this.#open.delete(stream);
+      this.#incarnations.delete(stream);
       if (this.#open.size === 0) for (const resolve of this.#idle.splice(0)) resolve();
     });
     // A request already forwarded when the shutdown began gets its answer, drained like the rest.
@@ -29,6 +33,15 @@ export class OpenStreams {
   idle(): Promise<void> {
     if (this.#open.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  /** The streams of one session open on this instance. */
+  ofSession(sessionId: string): { incarnation: string; replica: string }[] {
+    const found: { incarnation: string; replica: string }[] = [];
+    for (const [stream, of] of this.#incarnations) {
+      if (of.sessionId === sessionId) found.push({ incarnation: of.incarnation, replica: this.#open.get(stream) ?? '' });
+    }
+    return found;
   }
 
   get size(): number {

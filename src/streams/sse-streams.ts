@@ -154,7 +154,7 @@ export class SseStreams {
       ...(request.verify ? { verify: request.verify } : {}),
       ...(key ? { hold: pumps.holdOptions(key) } : {}),
     });
-    openStreams.add(stream, request.replica);
+    openStreams.add(stream, request.replica, attachment);
     const keepAlive = attachment ? this.#keepAlive(attachment) : undefined;
     let renewal: NodeJS.Timeout | undefined;
     if (key) {

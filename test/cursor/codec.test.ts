@@ -7,6 +7,7 @@ import {
   CURSOR_PATTERN,
   CursorCodec,
   newIncarnationId,
+  parseCursor,
   type CursorFields,
   type DecodeResult,
 } from '../../src/cursor/codec.js';
@@ -374,3 +375,15 @@ t.test('a valid cursor with noise around it is foreign', async (t) => {
 function inAlphabetNonEmpty(): fc.Arbitrary<string> {
   return fc.string({ unit: fc.constantFrom(...ALPHABET), minLength: 1, maxLength: 40 });
 }
+
+t.test('parseCursor: the fields of anything shaped like a cursor, authentic or not; why otherwise', async (t) => {
+  const incarnation = newIncarnationId();
+  const cursor = codec.encode('s1', { incarnation, seq: 42 });
+  const parsed = parseCursor(cursor);
+  t.match(parsed, { kind: 'parsed', parts: { incarnation, seq: 42 } });
+  const other = new CursorCodec(randomBytes(32));
+  t.match(parseCursor(other.encode('s1', { incarnation, seq: 7 })), { kind: 'parsed', parts: { incarnation, seq: 7 } }, 'a cursor of another key has the same shape');
+  t.equal(codec.decode(other.encode('s1', { incarnation, seq: 7 }), 's1').kind, 'foreign', 'which only decode tells apart');
+  t.same(parseCursor('not-a-cursor'), { kind: 'foreign', why: 'bad_parts' });
+  t.same(parseCursor(`${cursor}x`), { kind: 'foreign', why: 'bad_mac' });
+});

@@ -748,6 +748,7 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.match(seen.incarnations[1], { id: 'p1', sessionId: 's1', owner: 'r1', kind: 'post', state: 'open', head: 1, base: 0, attach: 1, pending: [7] });
     t.match(seen.incarnations[2], { id: 'g1', kind: 'get', state: 'closed', head: 2 });
     t.same((await h.store.inspectSession('s1', 2)).incarnations.map((i) => i.id), ['g2', 'p1'], 'at most the limit');
+    t.same((await h.store.inspectSession('s1', 0)).incarnations, [], 'none with limit 0');
     await h.store.endSession('s1', 'lost', LONG_TTL_MS);
     t.match((await h.store.inspectSession('s1', 10)).session, { state: 'lost' }, 'a tombstone too');
   });

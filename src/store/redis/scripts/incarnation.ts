@@ -205,7 +205,9 @@ const SESSION_INCARNATIONS_LUA = `
 local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt', 'endpoint')
 local session = false
 if f[1] then session = f end
-return { session, redis.call('HGET', KEYS[1], 'getInc'), redis.call('ZREVRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1) }
+local newest = {}
+if tonumber(ARGV[1]) > 0 then newest = redis.call('ZREVRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1) end
+return { session, redis.call('HGET', KEYS[1], 'getInc'), newest }
 `;
 
 /** An incarnation's keys: record, positions, journal. */
