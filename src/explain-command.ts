@@ -41,8 +41,14 @@ export async function explainCommand(config: Config, cursor: string, sessionId: 
       const agreed = await store.readSecret();
       return agreed === null ? null : { codec: new CursorCodec(agreed), source: 'agreed' };
     };
-    // The health of replicas is known to running gateways only: none is claimed here.
-    const explanation = await explainCursor({ store, mode: config.resumption.mode, journal: config.resumption.journal.enabled, key, fleet, health: () => undefined }, cursor, sessionId);
+    // A fresh fleet knows no epoch yet: the store's are read (bindingEpoch reads them all) before
+    // the owner is judged. Health is known to running gateways only: none is claimed here.
+    const owners = { ownerGone: async (session: { owner: string; ownerEpoch: string }) => (await fleet.bindingEpoch(session.owner), fleet.ownerGone(session)) };
+    const explanation = await explainCursor(
+      { store, mode: config.resumption.mode, journal: config.resumption.journal.enabled, key, fleet: owners, health: () => undefined },
+      cursor,
+      sessionId,
+    );
     process.stdout.write(json ? `${JSON.stringify(explanation, null, 2)}\n` : formatExplanation(explanation));
     return EXPLAIN_EXIT.explained;
   } catch (err) {

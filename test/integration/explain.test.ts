@@ -154,13 +154,15 @@ t.test('explain and /debug on a gateway with Redis', async (t) => {
     second.close();
   });
 
-  await t.test('the owner gone: owner_gone', async (t) => {
+  await t.test('the owner gone: shown, and a journaled POST stream still continues (J4)', async (t) => {
     const owner = (await explainJson(gw.file, cursors[0]!, sessionId)).session!.owner;
     await replicas.find((r) => r.id === owner)!.kill();
     const adminExplain = `${gw.adminUrl}/debug/explain?cursor=${encodeURIComponent(cursors[0]!)}&session=${encodeURIComponent(sessionId)}`;
     await waitFor('the gateway declares the owner gone', bound(10_000), async () => ((await (await fetch(adminExplain)).json()) as Explanation).session?.ownerGone === true);
     const e = await explainJson(gw.file, cursors[0]!, sessionId);
-    t.match(e.resumption, { outcome: 'new_stream', reason: 'owner_gone' });
+    t.match(e.session, { ownerGone: true });
+    // J4: what the journal holds survives its replica: the POST stream is continued from it, then ends.
+    t.match(e.resumption, { outcome: 'continued', status: 200, detail: /from the journal.*the stream ends/ });
     everything.push(JSON.stringify(e));
   });
 
