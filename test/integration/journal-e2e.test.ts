@@ -74,6 +74,19 @@ async function ownerOf(client: Client, replicas: readonly ReplicaProcess[]): Pro
   return owner;
 }
 
+/** GET responses the client received: status and the resumption headers. */
+function recordingFetch(): { fetch: typeof fetch; gets: { status: number; resumption: string | null; reason: string | null }[] } {
+  const gets: { status: number; resumption: string | null; reason: string | null }[] = [];
+  const recording = async (input: string | URL | Request, init?: RequestInit) => {
+    const res = await fetch(input, init);
+    if ((init?.method ?? 'GET') === 'GET') {
+      gets.push({ status: res.status, resumption: res.headers.get('mcp-resumption'), reason: res.headers.get('mcp-resumption-reason') });
+    }
+    return res;
+  };
+  return { fetch: recording as typeof fetch, gets };
+}
+
 /**
  * Calls `progress` (STEPS steps) and runs `atCut` when the CUT_AFTER-th progress event reaches the
  * client; returns the progress values seen, in order, and the call's outcome.
@@ -247,4 +260,44 @@ t.test('the owner SIGKILLed after its response was journaled: the response is de
   t.same(call.seen, ONE_TO(STEPS), 'every progress event once, in order');
   t.equal(textOf(call.result), `done after ${STEPS} steps`, 'the result, from the journal of a replica that is gone');
   t.same(ran['progress'], { started: 1, finished: 1 }, 'the tool ran once');
+});
+
+t.test("a cursor older than the journal's window: gap, and the call settles", async (t) => {
+  const WINDOW = 16;
+  const steps = WINDOW * 2;
+  const { replicas, gateways, balancer } = await fleet(t, 1, { maxEvents: WINDOW });
+  const recording = recordingFetch();
+  const { client } = await connect(t, balancer.url, { fetch: recording.fetch });
+  const owner = await ownerOf(client, replicas);
+  const before = await journaled(gateways[0]!);
+
+  const seen: number[] = [];
+  const calling = client
+    .callTool({ name: 'progress', arguments: { steps, intervalMs: INTERVAL_MS / 10 } }, undefined, {
+      timeout: HELD_CALL_TIMEOUT_MS,
+      onprogress: (p) => {
+        seen.push(p.progress);
+        if (p.progress === 2) {
+          balancer.pause();
+          balancer.cut();
+        }
+      },
+    })
+    .then(
+      (result) => ({ result, error: undefined }),
+      (error: unknown) => ({ result: undefined, error: error as { code?: number; data?: unknown } }),
+    );
+  await journaledAll(gateways[0]!, before, steps + 1);
+  balancer.resume();
+
+  const call = await calling;
+  const resumed = recording.gets.find((g) => g.resumption !== null);
+  t.same(resumed, { status: 200, resumption: 'new-stream', reason: 'gap' }, 'the reconnection is answered as a new stream, reason gap');
+  // The call settles instead of waiting for its timeout: with the response it was journaled with
+  // (J4), or failed with -32010 (the response never reached this client: CONTRACT.md §5).
+  if (call.error === undefined) t.equal(textOf(call.result), `done after ${steps} steps`, 'the call settles with its journaled result');
+  else t.match(call.error, { code: -32010, data: { resumed: false, reason: 'gap' } }, 'the call settles: -32010, reason gap');
+  t.same(seen, ONE_TO(seen.length), 'what the client saw has no gap and no repeat');
+  t.ok(seen.length < steps, 'and is not everything');
+  t.same((await toolCalls(owner))['progress'], { started: 1, finished: 1 }, 'the tool ran once: not again');
 });
