@@ -55,6 +55,12 @@ export type Decision =
       readonly pending: readonly JsonRpcId[];
       /** The session lives on with its owner up: a fresh GET stream may follow the signal. */
       readonly sessionAlive: boolean;
+      /**
+       * A journaled POST stream (J4): the responses its journal still holds after `after` are
+       * delivered after the signal, with their original cursors, so that a call whose response
+       * reached the gateway settles with it, whatever was lost before it.
+       */
+      readonly responses?: { readonly incarnation: string; readonly after: number };
     }
   | {
       readonly kind: 'continue';
@@ -112,6 +118,8 @@ export function decide(facts: ResumptionFacts): Decision {
   const belowWindow = view.at === undefined;
   if (belowWindow && !journaled) return newStream('unknown_stream');
   const pending = record.kind === 'post' ? record.pending : [];
+  const responses = journaled && record.kind === 'post' ? { incarnation: record.id, after: Math.max(seq, record.base - 1) } : undefined;
+  const postStream = (reason: NewStreamReason): Decision => ({ ...newStream(reason, pending), ...(responses ? { responses } : {}) });
 
   // A stream that is over, resumed from its last event: nothing follows. Over: the gateway ended
   // it on purpose, or it is a POST stream whose every response was forwarded (the replica ends a
@@ -133,10 +141,10 @@ export function decide(facts: ResumptionFacts): Decision {
   if (record.kind === 'get' && view.currentGet !== undefined && view.currentGet !== record.id) return newStream('superseded', pending);
 
   // 6. owner_gone: the owner is gone, or the session ended because it was.
-  if (lost || record.owner !== session.owner) return newStream('owner_gone', pending);
+  if (lost || record.owner !== session.owner) return postStream('owner_gone');
 
   // J5: older than the journal's window.
-  if (belowWindow) return newStream('gap', pending);
+  if (belowWindow) return postStream('gap');
   // J3: the pump reads the replica's stream; the owner is not asked.
   if (pumpAlive) return fromJournal(true);
   if (facts.ownerHealth === 'suspect') return { kind: 'unavailable', owner: session.owner };
@@ -150,5 +158,5 @@ export function decide(facts: ResumptionFacts): Decision {
   const replayable = record.state === 'open' && view.at !== null && expected.length === view.after.length && !facts.replayFailed;
   if (replayable) return { kind: 'continue', session, view, incarnation: record.id, owner: record.owner, seq, upstreamId: view.at!, expected };
   if (journaled && seq < record.head) return fromJournal(false);
-  return newStream('gap', pending);
+  return postStream('gap');
 }

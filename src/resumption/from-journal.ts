@@ -22,6 +22,7 @@
 import type { ServerResponse } from 'node:http';
 import type { CursorCodec } from '../cursor/codec.js';
 import { isStoreError } from '../errors.js';
+import { responseIds } from '../jsonrpc.js';
 import { journaledWithCursor } from '../sse/serializer.js';
 import type { JournalRead, Store } from '../store/types.js';
 import { TAIL_LEASE_MS, type Pumps } from '../streams/pumps.js';
@@ -172,4 +173,33 @@ function drained(res: ServerResponse): Promise<void> {
 /** Resolves once the response is over, however it ended. */
 function closed(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => (res.destroyed || res.writableFinished ? resolve() : res.once('close', () => resolve())));
+}
+
+/**
+ * J4 after a gap: the events of a POST stream's journal after `after` that carry JSON-RPC
+ * responses, each with its original cursor, as one text. The events between are not sent (the
+ * signal said they are lost); a response that reached the gateway is never lost with them.
+ */
+export async function journaledResponses(store: Store, codec: CursorCodec, sessionId: string, incarnation: string, after: number): Promise<string> {
+  const issuer = codec.issuer(sessionId, incarnation);
+  let text = '';
+  let last = after;
+  for (;;) {
+    const read = await store.readJournal(sessionId, incarnation, last, JOURNAL_READ_EVENTS);
+    const events = read?.events ?? [];
+    const answers = events.filter((e) => responseIds(dataOf(e.payload)).length > 0);
+    const cursors = issuer.encode(answers.map((e) => e.seq));
+    text += answers.map((e, i) => journaledWithCursor(e.payload, cursors[i]!)).join('');
+    if (events.length < JOURNAL_READ_EVENTS) return text;
+    last = events[events.length - 1]!.seq;
+  }
+}
+
+/** The data of a journaled event (its SSE block without the id line). */
+function dataOf(payload: string): string {
+  return payload
+    .split('\n')
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+    .join('\n');
 }

@@ -22,7 +22,7 @@ import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
-import { continueFromJournal, JOURNAL_READ_EVENTS } from './from-journal.js';
+import { continueFromJournal, JOURNAL_READ_EVENTS, journaledResponses } from './from-journal.js';
 import { gatherFacts, type FactsReader } from './facts.js';
 import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
@@ -355,6 +355,16 @@ export function createResumption(kit: ResumeKit) {
     res.write(first.out);
     // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
     for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
+    // Responses that reached the gateway go too, from the journal (J4): the calls settle with them.
+    if (decision.responses) {
+      const { incarnation, after } = decision.responses;
+      try {
+        res.write(await journaledResponses(store, await keys.codec(), session.sessionId, incarnation, after));
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+        logger.warn({ err: err.message }, 'cannot read the journaled responses after a gap');
+      }
+    }
     if (!fresh || !owner) {
       await endSignal(res, attachment);
       return requests.ended(request, reply, 'gateway_end');

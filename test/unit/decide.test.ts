@@ -159,6 +159,15 @@ t.test('J5: below the journal window is a gap, after superseded and owner_gone',
   t.match(decide(journal({ view: below, ownerGone: true })), { reason: 'owner_gone' });
   t.match(decide(journal({ view: withRecord(below, { journaled: false }) })), { reason: 'unknown_stream' }, 'not journaled: as without the journal');
   t.match(decide(facts({ view: withRecord(below, {}) })), { reason: 'unknown_stream' }, 'journal off: unknown_stream');
+  t.notOk('responses' in decide(journal({ view: below })), 'a GET stream: no responses to deliver');
+});
+
+t.test('J4 after a gap: a journaled POST stream hands over the responses its journal still holds', async (t) => {
+  const below: IncarnationView = { ...withRecord(noLog, { kind: 'post', pending: [], base: 10, head: 12 }), at: undefined, after: [] };
+  t.match(decide(journal({ view: below })), { kind: 'new_stream', reason: 'gap', pending: [], responses: { incarnation: record.id, after: 9 } }, 'from the window’s first event');
+  t.match(decide(journal({ view: below, ownerGone: true })), { reason: 'owner_gone', responses: { after: 9 } }, 'the owner gone too');
+  t.notOk('responses' in decide(facts({ view: withRecord(below, {}) })), 'journal off: none');
+  t.notOk('responses' in decide(journal({ view: withRecord(below, { journaled: false }) })), 'not journaled: none');
 });
 
 t.test('GET streams: superseded and owner_gone come before the journal', async (t) => {
