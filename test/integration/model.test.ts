@@ -1347,6 +1347,10 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED}, at least ${STEPS} steps
     replicas: processes.map((r) => ({ id: r.id, url: r.url })),
     // Probes as in production, only faster, so that a restarted replica takes sessions again.
     health: { intervalMs: 1000 },
+    // The model is that of the owner's log (§4, §5): the journal (§8) answers some of its
+    // resumptions otherwise (a signal's position continues from the journal), and has its own
+    // tests (journal*.test.ts).
+    resumption: { journal: { enabled: false } },
   };
   const gateways = [await startGateway(t, config), await startGateway(t, config)];
   const balancer = await startBalancer(t, gateways.map((g) => g.url));

@@ -60,7 +60,9 @@ async function begin(t: Test, outage: Outage, redis: RedisServer): Promise<() =>
 
 function settings(redis: RedisServer, replica: ReplicaProcess, resumption: Record<string, unknown> = {}) {
   return {
-    store: { type: 'redis', url: redis.url, commandTimeoutMs: STORE_TIMEOUT_MS },
+    // A cached binding routes a known session through a blocked store for a health tick (R3):
+    // off here, so that 'a request that needs the store' does.
+    store: { type: 'redis', url: redis.url, commandTimeoutMs: STORE_TIMEOUT_MS, bindingCache: { maxEntries: 0 } },
     replicas: [{ id: replica.id, url: replica.url }],
     // The owner's log replays (§5, §7): closing a stream here closes the replica's at once. The
     // journal's bytes in the backlog: test/streams/unrecorded.test.ts.
