@@ -20,10 +20,10 @@
  *   any Last-Event-ID, which would lose its place silently.
  */
 import type { ServerResponse } from 'node:http';
-import type { CursorCodec } from '../cursor/codec.js';
+import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { isStoreError } from '../errors.js';
 import { responseIds } from '../jsonrpc.js';
-import { journaledWithCursor } from '../sse/serializer.js';
+import { journaledData, journaledWithCursor } from '../sse/serializer.js';
 import type { JournalRead, Store } from '../store/types.js';
 import { TAIL_LEASE_MS, type Pumps } from '../streams/pumps.js';
 
@@ -93,8 +93,7 @@ async function follow(c: JournalContinuation, sent: (seq: number) => void): Prom
   const send = async (read: JournalRead, upTo: number): Promise<number> => {
     const events = read.events.filter((e) => e.seq > last && e.seq <= upTo);
     if (events.length === 0) return 0;
-    const cursors = issuer.encode(events.map((e) => e.seq));
-    const text = events.map((e, i) => journaledWithCursor(e.payload, cursors[i]!)).join('');
+    const text = withCursors(issuer, events);
     last = events[events.length - 1]!.seq;
     sent(last);
     if (!res.write(text)) await drained(res);
@@ -187,19 +186,14 @@ export async function journaledResponses(store: Store, codec: CursorCodec, sessi
   for (;;) {
     const read = await store.readJournal(sessionId, incarnation, last, JOURNAL_READ_EVENTS);
     const events = read?.events ?? [];
-    const answers = events.filter((e) => responseIds(dataOf(e.payload)).length > 0);
-    const cursors = issuer.encode(answers.map((e) => e.seq));
-    text += answers.map((e, i) => journaledWithCursor(e.payload, cursors[i]!)).join('');
+    text += withCursors(issuer, events.filter((e) => responseIds(journaledData(e.payload)).length > 0));
     if (events.length < JOURNAL_READ_EVENTS) return text;
     last = events[events.length - 1]!.seq;
   }
 }
 
-/** The data of a journaled event (its SSE block without the id line). */
-function dataOf(payload: string): string {
-  return payload
-    .split('\n')
-    .filter((line) => line.startsWith('data:'))
-    .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-    .join('\n');
+/** Journaled events as the client gets them: each under its original cursor (E3), in one text. */
+function withCursors(issuer: CursorIssuer, events: JournalRead['events']): string {
+  const cursors = issuer.encode(events.map((e) => e.seq));
+  return events.map((e, i) => journaledWithCursor(e.payload, cursors[i]!)).join('');
 }

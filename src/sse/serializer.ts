@@ -68,6 +68,15 @@ export function journaledWithCursor(payload: string, cursor: string): string {
   return `${payload.slice(0, afterEvent)}id: ${cursor}\n${payload.slice(afterEvent)}`;
 }
 
+/** The data of a journaled event (J1: its eventText without an id), as the event carried it. */
+export function journaledData(payload: string): string {
+  return payload
+    .split('\n')
+    .filter((line) => line.startsWith('data: '))
+    .map((line) => line.slice('data: '.length))
+    .join('\n');
+}
+
 function fieldsText(e: SseEventFields, id: string | undefined): string {
   let out = '';
   if (e.event !== undefined) {
