@@ -5,12 +5,18 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Registry } from 'prom-client';
 import { clientErrorHandler } from './clients/errors.js';
+import type { Config } from './config/schema.js';
 import { isStoreError } from './errors.js';
-import type { Logger } from './logger.js';
+import type { Logger, LogSecrets } from './logger.js';
+import { answerUnrouted, createAnswering } from './routing/answers.js';
+import { createRequestLog } from './routing/request-log.js';
 import type { Explanation, SessionView } from './resumption/explain.js';
 
 export interface AdminDeps {
+  config: () => Config;
   logger: Logger;
+  /** The secrets the request lines are scrubbed of, as the MCP listener's. */
+  secrets?: LogSecrets | undefined;
   registry: Registry;
   /** Why the gateway is not ready; empty when it is. */
   ready: () => Promise<string[]>;
@@ -32,7 +38,13 @@ export function buildAdmin(deps: AdminDeps): FastifyInstance {
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     clientErrorHandler: clientErrorHandler({ logger }),
+    // Its 503 while closing comes from the answer registry (answerUnrouted).
+    return503OnClosing: false,
   });
+  // Its 404 and 503 are the gateway's own answers, with their request lines (log.requests); only
+  // the MCP listener's answers are counted in mcp_gateway_requests_total.
+  const requests = createRequestLog({ config: deps.config, logger, secrets: deps.secrets });
+  answerUnrouted(admin, createAnswering({ config: deps.config, requests }));
 
   admin.get('/metrics', async (_request, reply) => {
     const body = await deps.registry.metrics();

@@ -79,6 +79,14 @@ export const ERROR_CODES = {
     message: 'Service temporarily unavailable: replica %s did not answer',
     meaning: 'the replica failed after the request was sent (reset, timeout); never retried elsewhere',
   },
+  GW_SHUTTING_DOWN: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: the gateway is shutting down',
+    meaning:
+      'a request that arrived on an open connection while its listener (MCP or admin) closes (SIGTERM, SIGINT); never forwarded, the connection is closed: another gateway instance serves it',
+  },
   GW_SESSION_ID_CONFLICT: {
     status: 502,
     rpc: -32000,
@@ -117,6 +125,12 @@ export const ERROR_CODES = {
     rpc: -32000,
     message: '%s',
     meaning: 'the gateway could not read the request (status 400, or the 4xx that says why)',
+  },
+  GW_NOT_FOUND: {
+    status: 404,
+    rpc: -32000,
+    message: 'Not found: nothing is served at this method and path',
+    meaning: 'no route of the listener (MCP or admin) serves the method and path; the MCP endpoint is `path` (and the legacySse paths)',
   },
   GW_HEADERS_TOO_LARGE: {
     status: 431,

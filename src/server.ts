@@ -15,7 +15,7 @@ import { bodyLimitHook } from './clients/body-limit.js';
 import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
 import type { Logger, LogSecrets } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
-import { createAnswering } from './routing/answers.js';
+import { answerUnrouted, createAnswering } from './routing/answers.js';
 import { createRequestLog } from './routing/request-log.js';
 import { createOriginPolicy } from './cors.js';
 import { BindingCache } from './routing/bindings.js';
@@ -103,7 +103,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     // an open stream (R5); replicas are bounded by upstream timeouts.
     requestTimeout: 0,
     connectionTimeout: 0,
-    return503OnClosing: true,
+    // Its 503 while closing comes from the answer registry (answerUnrouted).
+    return503OnClosing: false,
     clientErrorHandler: clientErrorHandler({ logger, onRefused: (status) => metrics.clientsRefused.inc({ reason: refusalReason(status) }) }),
   });
   applyClientLimits(mcp.server, config.limits);
@@ -123,6 +124,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
+  answerUnrouted(mcp, answer);
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
   const originPolicy = createOriginPolicy({ config: () => config, requests, answer });
   const routes = createProxy({ config: () => config, store, fleet, bindings, upstreams, metrics, logger, streams, pumps, keys, requests, answer });
@@ -134,7 +136,9 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   }
 
   const admin = buildAdmin({
+    config: () => config,
     logger,
+    secrets: deps.secrets,
     registry: deps.registry,
     ready: async () => {
       const reasons: string[] = [];

@@ -2,7 +2,7 @@
  * The answers the gateway gives itself, built from the registry in errors.ts: status, headers and
  * body defined once, for the proxy, the resumption and the server's error handler alike.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import type { Config } from '../config/schema.js';
 import { answerSpec, jsonRpcError, type AnswerCode } from '../errors.js';
@@ -56,6 +56,26 @@ export function createAnswering(deps: { config: () => Config; requests: RequestL
     deps.requests.ended(request, reply, 'answered');
     return sent;
   };
+}
+
+/**
+ * The answers fastify would give itself, given from the registry instead: GW_NOT_FOUND for a
+ * method and path no route serves, and GW_SHUTTING_DOWN for a request that arrives on an open
+ * connection once the listener closes (the listener is built with `return503OnClosing: false`:
+ * fastify's own 503 is written before any hook runs, with a body and log line of its own). fastify
+ * adds `Connection: close` to the latter. Register before the routes.
+ */
+export function answerUnrouted(instance: FastifyInstance, answer: Answering): void {
+  let closing = false;
+  instance.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  instance.addHook('onRequest', (request, reply, done) => {
+    if (closing) answer(request, reply, 'GW_SHUTTING_DOWN');
+    else done();
+  });
+  instance.setNotFoundHandler((request, reply) => answer(request, reply, 'GW_NOT_FOUND'));
 }
 
 /** Sends an answer through fastify, or on the raw response once the route hijacked it. */

@@ -46,7 +46,15 @@ export type RequestLog = ReturnType<typeof createRequestLog>;
 /** pino's numeric info level, as its lines carry it. */
 const INFO = 30;
 
-export function createRequestLog(deps: { config: () => Config; logger: Logger; metrics: Metrics; secrets?: LogSecrets }) {
+export interface RequestLogDeps {
+  config: () => Config;
+  logger: Logger;
+  /** Where answers are counted (the MCP listener's); none for the admin listener's lines. */
+  metrics?: Pick<Metrics, 'countRequest' | 'countResumption'>;
+  secrets?: LogSecrets | undefined;
+}
+
+export function createRequestLog(deps: RequestLogDeps) {
   const { logger, metrics } = deps;
   const secrets = deps.secrets ?? new LogSecrets();
   const entries = new WeakMap<FastifyRequest, Entry>();
@@ -67,7 +75,7 @@ export function createRequestLog(deps: { config: () => Config; logger: Logger; m
   return {
     /** The answer's status line left: counted now, remembered for the line. */
     answered(request: FastifyRequest, answered: Answered): void {
-      metrics.countRequest(request.method, answered.status, answered.replica);
+      metrics?.countRequest(request.method, answered.status, answered.replica);
       const entry = entryOf(request);
       if (entry === undefined) return;
       entry.status = answered.status;
@@ -78,7 +86,7 @@ export function createRequestLog(deps: { config: () => Config; logger: Logger; m
 
     /** A request carrying Last-Event-ID: counted in mcp_gateway_resumptions_total, named on the line. */
     resumption(request: FastifyRequest, outcome: ResumptionOutcome, reason: string): void {
-      metrics.countResumption(outcome, reason);
+      metrics?.countResumption(outcome, reason);
       const entry = entryOf(request);
       if (entry === undefined) return;
       entry.resumption = outcome;

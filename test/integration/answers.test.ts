@@ -3,12 +3,14 @@
  * and, where CONTRACT.md does not fix the body, in `error.data.code` (errors.ts, routing/answers.ts).
  */
 import { once } from 'node:events';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import t, { type Test } from 'tap';
 import { metricValue, startGateway } from '../helpers/gateway.js';
 import { initializeBody, post, refusingPort, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
+import { openSocket, rawStatus, readUntilClosed } from '../helpers/raw-socket.js';
 import { startScriptedUpstream } from '../helpers/sse-upstream.js';
+import { bound, waitFor } from '../helpers/wait.js';
 
 interface ErrorBody {
   jsonrpc: string;
@@ -100,4 +102,93 @@ t.test('a replica that fails after the request reached it: 503 GW_UPSTREAM_FAILE
     error: { message: 'Service temporarily unavailable: replica r1 did not answer', data: { code: 'GW_UPSTREAM_FAILED' } },
   });
   t.equal(sessionRequests, 1, 'sent once');
+});
+
+t.test("a method and path no route serves: 404 GW_NOT_FOUND on both listeners, fastify's own answer no more", async (t) => {
+  const gw = await startGateway(t, { replicas: [{ id: 'r1', url: `http://127.0.0.1:${await refusingPort()}/mcp` }] });
+  const mcp = await post(new URL('/elsewhere', gw.url).toString(), initializeBody());
+  t.strictSame(await expectAnswer(t, mcp, 404, 'GW_NOT_FOUND', -32000), {
+    jsonrpc: '2.0',
+    id: null,
+    error: { code: -32000, message: 'Not found: nothing is served at this method and path', data: { code: 'GW_NOT_FOUND' } },
+  });
+  const admin = await fetch(`${gw.adminUrl}/nothing-here`);
+  t.match(await expectAnswer(t, admin, 404, 'GW_NOT_FOUND', -32000), { error: { data: { code: 'GW_NOT_FOUND' } } });
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_requests_total', { status: '404', replica: 'none' }), 1, "counted on the MCP listener, not the admin listener's");
+});
+
+/** The sockets a listener accepted, to see when it has read what a client sent. */
+function accepted(server: Server): Set<Socket> {
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => sockets.add(socket));
+  return sockets;
+}
+
+/** A request's head sent all but its last line; `finish` sends that and reads the answer until closed. */
+async function halfSent(url: string, path: string, sockets: Set<Socket>): Promise<{ finish(): Promise<string> }> {
+  const socket = await openSocket(url);
+  const answer = readUntilClosed(socket);
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: gateway\r\n`);
+  // Read by the listener: a connection that began a request is not closed as idle when it closes.
+  await waitFor('the listener read the request begun', bound(0), () => [...sockets].some((s) => s.bytesRead > 0));
+  return {
+    finish() {
+      socket.write('\r\n');
+      return answer;
+    },
+  };
+}
+
+/** Resolves once nothing accepts connections at `url`. */
+async function refusing(what: string, url: string): Promise<void> {
+  await waitFor(what, bound(0), () =>
+    openSocket(url).then(
+      (socket) => {
+        socket.destroy();
+        return false;
+      },
+      () => true,
+    ),
+  );
+}
+
+/** A raw answer's status, lower-cased headers and body. */
+function parseRaw(raw: string): { status: number; headers: Record<string, string>; body: string } {
+  const [head = '', body = ''] = raw.split('\r\n\r\n', 2);
+  const headers = Object.fromEntries(
+    head
+      .split('\r\n')
+      .slice(1)
+      .map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+  );
+  return { status: rawStatus(raw), headers, body };
+}
+
+t.test('a request on an open connection while the listeners close: 503 GW_SHUTTING_DOWN, on both', async (t) => {
+  const gw = await startGateway(t, {
+    replicas: [{ id: 'r1', url: `http://127.0.0.1:${await refusingPort()}/mcp` }],
+    limits: { headersTimeoutMs: 60_000 },
+    shutdown: { graceMs: 60_000 },
+  });
+  const mcp = await halfSent(gw.url, new URL(gw.url).pathname, accepted(gw.gateway.mcp.server));
+  const admin = await halfSent(gw.adminUrl, '/healthz', accepted(gw.gateway.admin.server));
+  const closed = gw.close();
+
+  // Closing: no new connection, and the one open gets its request answered so.
+  await refusing('the MCP listener closed', gw.url);
+  for (const [listener, half] of [['MCP', mcp], ['admin', admin]] as const) {
+    if (listener === 'admin') await refusing('the admin listener closed', gw.adminUrl);
+    const answer = parseRaw(await half.finish());
+    t.equal(answer.status, 503, `${listener}: 503`);
+    t.equal(answer.headers['mcp-gateway-error'], 'GW_SHUTTING_DOWN', `${listener}: the code in the header`);
+    t.equal(answer.headers['retry-after'], String(gw.config.upstream.retryAfterSeconds), `${listener}: Retry-After`);
+    t.equal(answer.headers['connection'], 'close', `${listener}: the connection closed`);
+    t.strictSame(JSON.parse(answer.body), {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32000, message: 'Service temporarily unavailable: the gateway is shutting down', data: { code: 'GW_SHUTTING_DOWN' } },
+    }, `${listener}: the body`);
+  }
+  await closed;
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_requests_total', { status: '503', replica: 'none' }), 1, 'the MCP one counted');
 });
