@@ -6,7 +6,7 @@
  *   node build/bench/run.js            quick (npm run bench, a few minutes at most)
  *   node build/bench/run.js --full     longer windows, 10,000 idle streams, the SDK replica under load
  *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,node-floor,gateway-memory,gateway-redis,gateway-redis-journal
- *            --duration MS (rpc and sse windows)  --concurrency N  --streams N  --out DIR
+ *            --duration MS (rpc and sse windows)  --warmup MS (before each window)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
  *            --rounds N (default 1: every workload but idle N times, targets in turn; medians)
@@ -286,6 +286,7 @@ async function main(): Promise<void> {
       only: { type: 'string' },
       targets: { type: 'string' },
       duration: { type: 'string' },
+      warmup: { type: 'string' },
       concurrency: { type: 'string' },
       streams: { type: 'string' },
       out: { type: 'string' },
@@ -314,6 +315,7 @@ async function main(): Promise<void> {
     workloads: list(values.only, WORKLOADS, 'workload'),
     targets: list(values.targets, PROXY_KINDS, 'target'),
     durationMs: num(values.duration, 'duration'),
+    warmupMs: num(values.warmup, 'warmup'),
     concurrency: num(values.concurrency, 'concurrency'),
     idleStreams: num(values.streams, 'streams'),
     upstreamWorkers: num(values['upstream-workers'], 'upstream-workers'),
