@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { command, freePort, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
+import { command, freePort, settled, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
 import { waitFor } from './wait.js';
 
 export interface RedisCluster {
@@ -60,21 +60,24 @@ export async function startRedisCluster(t: Teardown): Promise<RedisCluster> {
   };
 }
 
-/** The masters; a port taken by someone else between freePort() and the start gets a whole new try. */
+/** The masters, started side by side; a port taken by someone else between freePort() and the start gets a whole new try. */
 async function startNodes(t: Teardown, dir: string): Promise<RedisProcess[]> {
   for (let attempt = 1; ; attempt++) {
     const started: RedisProcess[] = [];
     try {
-      for (let i = 0; i < MASTERS; i++) {
-        const [port, busPort] = [await freePort(), await freePort()];
-        const logfile = `redis-${port}.log`;
-        const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--logfile', logfile];
-        args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`));
-        args.push('--cluster-port', String(busPort), '--cluster-node-timeout', '2000');
-        args.push('--save', '', '--appendonly', 'no');
-        started.push(await spawnRedis(t, { dir, port, logfile, args }));
-      }
-      return started;
+      return await settled(
+        Array.from({ length: MASTERS }, async () => {
+          const [port, busPort] = [await freePort(), await freePort()];
+          const logfile = `redis-${port}.log`;
+          const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--logfile', logfile];
+          args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`));
+          args.push('--cluster-port', String(busPort), '--cluster-node-timeout', '2000');
+          args.push('--save', '', '--appendonly', 'no');
+          const node = await spawnRedis(t, { dir, port, logfile, args });
+          started.push(node);
+          return node;
+        }),
+      );
     } catch (err) {
       await Promise.all(started.map((p) => p.kill()));
       if (attempt === START_ATTEMPTS) throw err;

@@ -54,6 +54,17 @@ export async function spawnRedis(t: Teardown, opts: { dir: string; port: number;
   throw new Error(`redis-server on port ${opts.port} did not answer PING:\n${log}`);
 }
 
+/**
+ * Starts run side by side: waits until every one has settled, then throws the first failure, so
+ * that a retry never runs beside a start still in flight.
+ */
+export async function settled<T>(starts: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(starts);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
 /** Sends one command over a fresh connection; an error reply resolves as an Error, a closed connection rejects. */
 export function command(port: number, args: string[]): Promise<Reply> {
   const payload = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;

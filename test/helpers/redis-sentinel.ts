@@ -8,7 +8,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { command, fields, freePort, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
+import { command, fields, freePort, settled, spawnRedis, type RedisProcess, type Teardown } from './redis-process.js';
 import { waitFor } from './wait.js';
 
 export interface RedisSentinel {
@@ -42,9 +42,10 @@ export async function startRedisSentinel(t: Teardown): Promise<RedisSentinel> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-sentinel-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
 
+  // The replica is started beside its master: it connects once the master answers.
   const dataPorts = await retry(async (started) => {
-    const master = await startData(t, dir, started, []);
-    const replica = await startData(t, dir, started, ['--replicaof', '127.0.0.1', String(master)]);
+    const [master, replica] = [await freePort(), await freePort()];
+    await settled([startData(t, dir, started, master, []), startData(t, dir, started, replica, ['--replicaof', '127.0.0.1', String(master)])]);
     return [master, replica];
   });
   const [master, replica] = dataPorts as [number, number];
@@ -53,30 +54,31 @@ export async function startRedisSentinel(t: Teardown): Promise<RedisSentinel> {
     return typeof info === 'string' && info.includes('master_link_status:up');
   });
 
-  const sentinelPorts = await retry(async (started) => {
-    const ports: number[] = [];
-    for (let i = 0; i < SENTINELS; i++) {
-      const port = await freePort();
-      const conf = join(dir, `sentinel-${port}.conf`);
-      await writeFile(
-        conf,
-        [
-          `port ${port}`,
-          'bind 127.0.0.1',
-          `dir ${dir}`,
-          `logfile sentinel-${port}.log`,
-          `sentinel monitor ${NAME} 127.0.0.1 ${master} 2`,
-          `sentinel down-after-milliseconds ${NAME} 1000`,
-          `sentinel failover-timeout ${NAME} 5000`,
-          '',
-        ].join('\n'),
-      );
-      const proc = await spawnRedis(t, { dir, port, logfile: `sentinel-${port}.log`, args: [conf, '--sentinel'] });
-      started.push(proc);
-      ports.push(port);
-    }
-    return ports;
-  });
+  // Started once the replica is in sync, so that each sentinel's first INFO of the master lists it;
+  // the sentinels side by side.
+  const sentinelPorts = await retry(async (started) =>
+    settled(
+      Array.from({ length: SENTINELS }, async () => {
+        const port = await freePort();
+        const conf = join(dir, `sentinel-${port}.conf`);
+        await writeFile(
+          conf,
+          [
+            `port ${port}`,
+            'bind 127.0.0.1',
+            `dir ${dir}`,
+            `logfile sentinel-${port}.log`,
+            `sentinel monitor ${NAME} 127.0.0.1 ${master} 2`,
+            `sentinel down-after-milliseconds ${NAME} 1000`,
+            `sentinel failover-timeout ${NAME} 5000`,
+            '',
+          ].join('\n'),
+        );
+        started.push(await spawnRedis(t, { dir, port, logfile: `sentinel-${port}.log`, args: [conf, '--sentinel'] }));
+        return port;
+      }),
+    ),
+  );
 
   await waitFor('every sentinel knows the replica and the other sentinels', READY_DEADLINE_MS, async () => {
     for (const port of sentinelPorts) {
@@ -128,15 +130,16 @@ export async function startRedisSentinel(t: Teardown): Promise<RedisSentinel> {
   };
 }
 
-/** The ports of data nodes started so far are in `started`. */
-async function startData(t: Teardown, dir: string, started: RedisProcess[], extra: string[]): Promise<number> {
-  const port = await freePort();
+/** The data nodes started so far are in `started`. */
+async function startData(t: Teardown, dir: string, started: RedisProcess[], port: number, extra: string[]): Promise<void> {
   const logfile = `redis-${port}.log`;
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--logfile', logfile];
   args.push('--dbfilename', `dump-${port}.rdb`, '--save', '', '--appendonly', 'no', ...extra);
+  // A master syncs a replica at once, instead of waiting (5 s by default) for more replicas to share
+  // one diskless transfer.
+  args.push('--repl-diskless-sync-delay', '0');
   const proc = await spawnRedis(t, { dir, port, logfile, args });
   started.push(proc);
-  return port;
 }
 
 /** A port taken by someone else between freePort() and the start gets a whole new try. */

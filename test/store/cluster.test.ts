@@ -4,7 +4,7 @@ import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { bound } from '../helpers/wait.js';
-import { operations, redisHarness, storeContract } from './contract.js';
+import { CONTRACT_JOBS, operations, redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
@@ -16,11 +16,11 @@ const COMMAND_TIMEOUT_MS = 250;
  */
 const CONTRACT_TIMEOUT_MS = 5_000;
 
-function makeStore(cluster: RedisCluster, timeoutMs?: number): Store {
+function makeStore(cluster: RedisCluster, timeoutMs?: number, keyPrefix = KEY_PREFIX): Store {
   return createRedisStore({
     url: 'redis://unused.invalid:6379',
     cluster: { nodes: cluster.urls },
-    keyPrefix: KEY_PREFIX,
+    keyPrefix,
     connectTimeoutMs: timeoutMs ?? CONNECT_TIMEOUT_MS,
     commandTimeoutMs: timeoutMs ?? COMMAND_TIMEOUT_MS,
   });
@@ -28,7 +28,7 @@ function makeStore(cluster: RedisCluster, timeoutMs?: number): Store {
 
 const cluster = await startRedisCluster(t);
 
-storeContract(t, 'redis cluster', redisHarness(() => cluster.flushall(), () => makeStore(cluster, CONTRACT_TIMEOUT_MS)));
+storeContract(t, 'redis cluster', redisHarness((keyPrefix) => makeStore(cluster, CONTRACT_TIMEOUT_MS, keyPrefix)), { jobs: CONTRACT_JOBS });
 
 t.test('redis cluster: sessions spread over every master, and every script runs on one of them', async (t) => {
   // A script whose keys were in two slots would fail with CROSSSLOT on the node it was sent to;

@@ -51,17 +51,20 @@ const REDIS_SHORT_TTL_MS = 2_000;
 const REDIS_TICK_MS = 200;
 
 /**
- * The harness of a Redis-backed store (single server, Cluster or Sentinel): the data flushed
- * first, real time, and every client the test made closed at the end.
+ * The harness of a Redis-backed store (single server, Cluster or Sentinel): real time, a key prefix
+ * of its own (so the contract's tests run side by side on one backend, apart from each other as the
+ * stores of different fleets are: keys and channels are all under the prefix), and every client the
+ * test made closed at the end.
  */
-export function redisHarness(flushall: () => Promise<void>, makeStore: () => Store): () => Promise<StoreHarness> {
+export function redisHarness(makeStore: (keyPrefix: string) => Store): () => Promise<StoreHarness> {
+  let made = 0;
   return async () => {
-    await flushall();
-    const stores = [makeStore()];
+    const keyPrefix = `contract-${++made}`;
+    const stores = [makeStore(keyPrefix)];
     return {
       store: stores[0]!,
       peer: async () => {
-        const peer = makeStore();
+        const peer = makeStore(keyPrefix);
         stores.push(peer);
         return peer;
       },
@@ -75,7 +78,21 @@ export function redisHarness(flushall: () => Promise<void>, makeStore: () => Sto
   };
 }
 
-export function storeContract(t: Test, name: string, makeHarness: () => Promise<StoreHarness>): void {
+/**
+ * How many of the contract's tests run at once against a real backend: most of its time is spent
+ * waiting for short TTLs to run out in real time, which tests can do side by side.
+ */
+export const CONTRACT_JOBS = 8;
+
+/**
+ * The contract's tests, as subtests of one test; `jobs` of them at a time, for harnesses whose
+ * tests are apart from each other (each its own store, or its own key prefix).
+ */
+export function storeContract(parent: Test, name: string, makeHarness: () => Promise<StoreHarness>, { jobs = 1 }: { jobs?: number } = {}): void {
+  parent.test(`${name}: the store contract`, { jobs }, async (t) => contract(t, name, makeHarness));
+}
+
+function contract(t: Test, name: string, makeHarness: () => Promise<StoreHarness>): void {
   /** A test with a fresh harness, closed on teardown. */
   function test(title: string, body: (t: Test, h: StoreHarness) => Promise<void>): void {
     t.test(`${name}: ${title}`, async (t) => {

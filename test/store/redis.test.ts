@@ -6,7 +6,7 @@ import { epochsKey, incarnationKey, incarnationsKey, journalKey, positionsKey, s
 import { INCARNATIONS_LISTED, type JournalNote, type Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { bound, SLACK_MS, waitFor } from '../helpers/wait.js';
-import { operations, redisHarness, storeContract } from './contract.js';
+import { CONTRACT_JOBS, operations, redisHarness, storeContract } from './contract.js';
 
 // ioredis's own slot function (a dependency of ioredis, without types of its own).
 const calculateSlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
@@ -22,10 +22,10 @@ const LONG_COMMAND_TIMEOUT_MS = 2 * SLACK_MS;
 /** Bounds waits for recovery; these are limits on failure, not expected durations. */
 const RECOVERY_DEADLINE_MS = bound(5_000);
 
-function makeStore(server: RedisServer, onError?: (err: Error) => void, commandTimeoutMs = COMMAND_TIMEOUT_MS): Store {
+function makeStore(server: RedisServer, onError?: (err: Error) => void, commandTimeoutMs = COMMAND_TIMEOUT_MS, keyPrefix = KEY_PREFIX): Store {
   return createRedisStore({
     url: server.url,
-    keyPrefix: KEY_PREFIX,
+    keyPrefix,
     connectTimeoutMs: CONNECT_TIMEOUT_MS,
     commandTimeoutMs,
     onError,
@@ -48,7 +48,7 @@ async function elapsedMs(fn: () => Promise<unknown>): Promise<number> {
 const server = await startRedisServer(t);
 
 // The contract is about what the store does, not how fast: a timeout far above an event-loop stall.
-storeContract(t, 'redis', redisHarness(() => server.flushall(), () => makeStore(server, undefined, LONG_COMMAND_TIMEOUT_MS)));
+storeContract(t, 'redis', redisHarness((keyPrefix) => makeStore(server, undefined, LONG_COMMAND_TIMEOUT_MS, keyPrefix)), { jobs: CONTRACT_JOBS });
 
 t.test('redis: PTTL follows idleTtlMs on bind and touch, and tombstoneTtlMs on end', async (t) => {
   await server.flushall();
@@ -339,8 +339,8 @@ t.test('redis: scripts flushed from Redis are loaded again (EVALSHA NOSCRIPT fal
   t.equal(await cachedScripts(redis), 1, 'the touch script was loaded again');
 });
 
-t.test('redis: faults', async (t) => {
-  // Each fault gets its own server, so the contract tests above never see one.
+// Each fault gets its own server, so the contract tests above never see one, and the faults run side by side.
+t.test('redis: faults', { jobs: 6 }, async (t) => {
   t.test('stopped: every operation rejects at once, and service comes back by itself', async (t) => {
     const own = await startRedisServer(t);
     const errors: Error[] = [];

@@ -5,7 +5,7 @@ import type { Store } from '../../src/store/types.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisSentinel, type RedisSentinel } from '../helpers/redis-sentinel.js';
 import { bound, waitFor } from '../helpers/wait.js';
-import { redisHarness, storeContract } from './contract.js';
+import { CONTRACT_JOBS, redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
 const CONNECT_TIMEOUT_MS = 500;
@@ -24,12 +24,12 @@ const FAIL_FAST_MS = bound(2 * COMMAND_TIMEOUT_MS);
 /** Bounds the wait for service after a failover; a limit on failure, not an expected duration. */
 const RECOVERY_DEADLINE_MS = bound(20_000);
 
-function makeStore(setup: RedisSentinel, timeoutMs?: number): Store {
+function makeStore(setup: RedisSentinel, timeoutMs?: number, keyPrefix = KEY_PREFIX): Store {
   return createRedisStore({
     // Only the master's credentials would come from here; the sentinels give its address.
     url: 'redis://unused.invalid:6379',
     sentinel: { nodes: setup.sentinelUrls, name: setup.name },
-    keyPrefix: KEY_PREFIX,
+    keyPrefix,
     connectTimeoutMs: timeoutMs ?? CONNECT_TIMEOUT_MS,
     commandTimeoutMs: timeoutMs ?? COMMAND_TIMEOUT_MS,
   });
@@ -37,7 +37,7 @@ function makeStore(setup: RedisSentinel, timeoutMs?: number): Store {
 
 const setup = await startRedisSentinel(t);
 
-storeContract(t, 'redis sentinel', redisHarness(() => setup.flushall(), () => makeStore(setup, CONTRACT_TIMEOUT_MS)));
+storeContract(t, 'redis sentinel', redisHarness((keyPrefix) => makeStore(setup, CONTRACT_TIMEOUT_MS, keyPrefix)), { jobs: CONTRACT_JOBS });
 
 t.test('redis sentinel: a forced failover fails operations fast, then service resumes on the new master with the data', async (t) => {
   await setup.flushall();
