@@ -7,14 +7,16 @@
  * configuration, serve /healthz, pass its own HEALTHCHECK, carry an MCP session to a demo replica
  * (so the production install holds every module dist/ needs), and exit 0 on SIGTERM.
  *
- * The replay runs `npm ci` three times (about 85 s here, from npm's cache); MCP_GATEWAY_OPS_IMAGE=0 skips
- * it. Paths inside the image are relative to its WORKDIR.
+ * The replay runs `npm ci` three times (about 85 s here one after the other, from npm's cache; the
+ * runtime stage's two run beside the build stage's install and build, as BuildKit runs stages);
+ * MCP_GATEWAY_OPS_IMAGE=0 skips it. Paths inside the image are relative to its WORKDIR.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import t from 'tap';
 import { parse, stringify } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
@@ -23,6 +25,7 @@ import { bound, waitFor } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const read = (path: string) => readFileSync(`${ROOT}${path}`, 'utf8');
+const execFileAsync = promisify(execFile);
 /**
  * The replay as a whole; it took about 70 s on a 2-core machine with a warm npm cache before the
  * demo's own install (about 12 s more) joined the gateway's two.
@@ -153,12 +156,13 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
   const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_') || k === 'npm_config_cache'));
   Object.assign(env, { npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' });
 
+  // Each stage runs as soon as what it needs is there, as BuildKit runs them: a stage waits for an
+  // earlier one only at its COPY --from, so the runtime stage installs its dependencies while the
+  // build stage installs and builds.
   const dirs = new Map<string, string>();
+  const stages = new Map<string, Promise<boolean>>();
   const timings: string[] = [];
-  for (const stage of dockerfile) {
-    const dir = join(work, `stage-${stage.name}`);
-    mkdirSync(dir);
-    dirs.set(stage.name, dir);
+  const replay = async (stage: Stage, dir: string): Promise<boolean> => {
     const stageEnv = { ...env };
     for (const { op, args, line } of stage.instructions) {
       if (op === 'ENV') {
@@ -168,7 +172,18 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
         const { options, rest } = flags(args);
         const words = rest.split(/\s+/);
         const dest = join(dir, words.pop()!);
-        const from = options.has('from') ? dirs.get(options.get('from')!)! : context;
+        let from = context;
+        const earlier = options.get('from');
+        if (earlier !== undefined) {
+          const built = stages.get(earlier);
+          if (built === undefined) {
+            t.fail(`line ${line}: COPY --from=${earlier}: no earlier stage of that name`);
+            return false;
+          }
+          // A stage that failed has said so.
+          if (!(await built)) return false;
+          from = dirs.get(earlier)!;
+        }
         for (const source of words) {
           // Paths in a stage are under its WORKDIR, /app.
           const path = join(from, source.replace(/^\/app\//, ''));
@@ -181,16 +196,24 @@ t.test('build and start steps, replayed in clean directories', { skip: process.e
         const command = flags(args).rest;
         const begun = Date.now();
         try {
-          execFileSync('sh', ['-c', command], { cwd: dir, env: stageEnv, stdio: 'pipe', timeout: STEP_BOUND_MS });
+          await execFileAsync('sh', ['-c', command], { cwd: dir, env: stageEnv, timeout: STEP_BOUND_MS, maxBuffer: 64 * 1024 * 1024 });
         } catch (err) {
-          const e = err as { stderr?: Buffer; stdout?: Buffer };
-          t.fail(`line ${line}: RUN ${command}: ${e.stderr?.toString() ?? ''}${e.stdout?.toString() ?? ''}`.slice(0, 4000));
-          return;
+          const e = err as { stderr?: string; stdout?: string };
+          t.fail(`line ${line}: RUN ${command}: ${e.stderr ?? ''}${e.stdout ?? ''}`.slice(0, 4000));
+          return false;
         }
         timings.push(`${stage.name}: ${command} ${((Date.now() - begun) / 1000).toFixed(1)} s`);
       }
     }
+    return true;
+  };
+  for (const stage of dockerfile) {
+    const dir = join(work, `stage-${stage.name}`);
+    mkdirSync(dir);
+    dirs.set(stage.name, dir);
+    stages.set(stage.name, replay(stage, dir));
   }
+  if (!(await Promise.all(stages.values())).every(Boolean)) return;
   const image = dirs.get(runtime.name)!;
   t.notOk(existsSync(join(image, 'src')), 'no sources in the runtime image');
   t.notOk(existsSync(join(image, 'node_modules', 'typescript')), 'no dev dependencies in the runtime image');
