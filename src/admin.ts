@@ -34,16 +34,16 @@ const STORE_RETRY_AFTER_S = 1;
 
 export function buildAdmin(deps: AdminDeps): FastifyInstance {
   const logger = deps.logger.child({ listener: 'admin' });
+  // Its own answers (404, 503, a request Node's parser refused) get their request lines
+  // (log.requests); only the MCP listener's answers are counted.
+  const requests = createRequestLog({ config: deps.config, logger, secrets: deps.secrets });
   const admin = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
-    clientErrorHandler: clientErrorHandler({ logger }),
+    clientErrorHandler: clientErrorHandler({ logger, requests }),
     // Its 503 while closing comes from the answer registry (answerUnrouted).
     return503OnClosing: false,
   });
-  // Its 404 and 503 are the gateway's own answers, with their request lines (log.requests); only
-  // the MCP listener's answers are counted in mcp_gateway_requests_total.
-  const requests = createRequestLog({ config: deps.config, logger, secrets: deps.secrets });
   answerUnrouted(admin, createAnswering({ config: deps.config, requests }));
 
   admin.get('/metrics', async (_request, reply) => {

@@ -105,7 +105,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     connectionTimeout: 0,
     // Its 503 while closing comes from the answer registry (answerUnrouted).
     return503OnClosing: false,
-    clientErrorHandler: clientErrorHandler({ logger, onRefused: (status) => metrics.clientsRefused.inc({ reason: refusalReason(status) }) }),
+    clientErrorHandler: clientErrorHandler({ logger, requests, onRefused: (status) => metrics.clientsRefused.inc({ reason: refusalReason(status) }) }),
   });
   applyClientLimits(mcp.server, config.limits);
   countDroppedConnections(mcp.server, metrics);

@@ -1,7 +1,7 @@
 /**
- * What the MCP listener answers on a connection whose request Node's parser refused before any
- * route saw it (a header block over limits.headerBytes, a control byte in a header, a malformed
- * request line, headers that did not arrive in time). Replaces fastify's default handler, which
+ * What a listener (MCP or admin) answers on a connection whose request Node's parser refused
+ * before any route saw it (a header block over limits.headerBytes, a control byte in a header, a
+ * malformed request line, headers that did not arrive in time). Replaces fastify's default handler, which
  * logs the error with Node's `rawPacket`: the raw request bytes, Authorization included.
  */
 import type { Socket } from 'node:net';
@@ -9,6 +9,7 @@ import { STATUS_CODES } from 'node:http';
 import type { AnswerCode } from '../errors.js';
 import { answerFor } from '../routing/answers.js';
 import type { Logger } from '../logger.js';
+import type { RequestLog } from '../routing/request-log.js';
 
 interface ClientErrorAnswer {
   code: AnswerCode;
@@ -24,11 +25,16 @@ const MALFORMED: ClientErrorAnswer = { code: 'GW_MALFORMED_REQUEST', what: 'malf
 
 export interface ClientErrorDeps {
   logger: Logger;
+  /** Where the refused request gets its line, as every answer (log.requests). */
+  requests: Pick<RequestLog, 'refused'>;
   /** Called for each refused request, with the status it got. */
   onRefused?: (status: number) => void;
 }
 
-/** fastify's `clientErrorHandler`: a clear 4xx, a log line with the parser's code only, the socket closed. */
+/**
+ * fastify's `clientErrorHandler`: a clear 4xx, a debug line with the parser's code only, the
+ * request line, the socket closed.
+ */
 export function clientErrorHandler(deps: ClientErrorDeps): (err: NodeJS.ErrnoException, socket: Socket) => void {
   return (err, socket) => {
     // A reset connection has nobody to answer (https://nodejs.org/api/http.html#event-clienterror).
@@ -37,6 +43,7 @@ export function clientErrorHandler(deps: ClientErrorDeps): (err: NodeJS.ErrnoExc
     // No retry invited: nothing of these answers is a 503.
     const answer = answerFor(refused.code, { detail: refused.what, retryAfterSeconds: 0 });
     deps.logger.debug({ code: err.code, status: answer.status, client: socket.remoteAddress }, `client refused: ${refused.what}`);
+    deps.requests.refused(answer, socket.remoteAddress);
     deps.onRefused?.(answer.status);
     if (socket.writable) {
       const headers = Object.entries(answer.headers).map(([name, value]) => `${name}: ${value}\r\n`);

@@ -17,7 +17,7 @@ import type { Config } from '../config/schema.js';
 import type { AnswerCode } from '../errors.js';
 import { headerValue, SESSION_HEADER } from '../headers.js';
 import { LogSecrets, type Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import { NO_REPLICA, type Metrics } from '../metrics.js';
 
 export type ResumptionOutcome = 'continued' | 'new_stream' | 'rejected' | 'stripped';
 
@@ -67,6 +67,8 @@ export function createRequestLog(deps: RequestLogDeps) {
     }
     return entry;
   };
+  /** Field order and envelope as the logger writes them: {"level","time",pid,hostname,service,...,"msg"}. */
+  const requestLine = (fields: string): string => `{"level":${INFO},"time":${Date.now()}${chindings(logger)}${fields},"msg":"request"}\n`;
   const write = (line: string): void => {
     const stream = (logger as unknown as Record<symbol, { write(line: string): void }>)[symbols.streamSym];
     stream?.write(secrets.scrub(line));
@@ -101,14 +103,23 @@ export function createRequestLog(deps: RequestLogDeps) {
       const session = entry.session ?? headerValue(request.headers, SESSION_HEADER);
       const query = request.url.indexOf('?');
       const path = query < 0 ? request.url : request.url.slice(0, query);
-      // Field order and envelope as the logger writes them: {"level","time",pid,hostname,service,...,"msg"}.
-      let line = `{"level":${INFO},"time":${Date.now()}${chindings(logger)},"method":${JSON.stringify(request.method)},"path":${JSON.stringify(path)},"status":${entry.status},"replica":${JSON.stringify(entry.replica)}`;
-      if (session !== undefined) line += `,"session":${JSON.stringify(shortId(session))}`;
-      line += `,"ms":${Math.round(reply.elapsedTime)},"end":${JSON.stringify(end)}`;
-      if (entry.resumption !== undefined) line += `,"resumption":"${entry.resumption}","reason":${JSON.stringify(entry.reason)}`;
-      if (entry.code !== undefined) line += `,"code":"${entry.code}"`;
-      line += `,"client":${JSON.stringify(request.ip)},"msg":"request"}\n`;
-      write(line);
+      let fields = `,"method":${JSON.stringify(request.method)},"path":${JSON.stringify(path)},"status":${entry.status},"replica":${JSON.stringify(entry.replica)}`;
+      if (session !== undefined) fields += `,"session":${JSON.stringify(shortId(session))}`;
+      fields += `,"ms":${Math.round(reply.elapsedTime)},"end":${JSON.stringify(end)}`;
+      if (entry.resumption !== undefined) fields += `,"resumption":"${entry.resumption}","reason":${JSON.stringify(entry.reason)}`;
+      if (entry.code !== undefined) fields += `,"code":"${entry.code}"`;
+      write(requestLine(`${fields},"client":${JSON.stringify(request.ip)}`));
+    },
+
+    /**
+     * A request Node's parser refused before any route saw it (clients/errors.ts): its line, with
+     * no method, path or session, for none was read. Counted by the caller, where there is a metric
+     * for refused clients (the MCP listener's mcp_gateway_client_refused_total).
+     */
+    refused(refused: { readonly status: number; readonly code: AnswerCode }, client: string | undefined): void {
+      if (!deps.config().log.requests) return;
+      const from = client === undefined ? '' : `,"client":${JSON.stringify(client)}`;
+      write(requestLine(`,"status":${refused.status},"replica":"${NO_REPLICA}","end":"refused","code":"${refused.code}"${from}`));
     },
   };
 }

@@ -12,6 +12,7 @@ import t from 'tap';
 import { parse, stringify } from 'yaml';
 import { startGatewayProcess } from '../helpers/gateway-process.js';
 import { initializeBody, MCP_ACCEPT, post, PROTOCOL_VERSION, toolCallBody } from '../helpers/http.js';
+import { rawExchange, rawStatus } from '../helpers/raw-socket.js';
 import { rawStreams } from '../helpers/raw-sse.js';
 import { spawnReplicas } from '../helpers/replicas.js';
 import { bound, waitFor } from '../helpers/wait.js';
@@ -175,6 +176,38 @@ t.test('a continuation and a 410 write their lines too', async (t) => {
     lines().find((line) => line['resumption'] === 'continued'),
     { method: 'GET', status: 200, replica: replica!.id, reason: 'none', client: '127.0.0.1' },
   );
+});
+
+t.test("unserved paths and requests Node's parser refused write their lines too, on both listeners", async (t) => {
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGatewayProcess(t, { replicas: [{ id: replica!.id, url: replica!.url }], log: { level: 'info', requests: true } });
+  const lines = () => gw.logs.filter((line) => line['msg'] === 'request');
+
+  const unserved = await post(new URL('/elsewhere?token=x', gw.url).toString(), initializeBody());
+  t.equal(unserved.status, 404);
+  await unserved.text();
+  const adminUnserved = await fetch(`${gw.adminUrl}/nothing-here`);
+  t.equal(adminUnserved.status, 404);
+  await adminUnserved.text();
+  const overflow = await rawExchange(gw.url, `GET ${new URL(gw.url).pathname} HTTP/1.1\r\nHost: gateway\r\nX-Big: ${'b'.repeat(64 * 1024)}\r\n\r\n`);
+  t.equal(rawStatus(overflow), 431);
+  const malformed = await rawExchange(gw.adminUrl, 'NOT HTTP\r\n\r\n');
+  t.equal(rawStatus(malformed), 400);
+
+  await waitFor('four lines', bound(5_000), () => lines().length >= 4);
+  t.equal(lines().length, 4, 'one line each');
+  const mcp = lines().filter((line) => line['listener'] === undefined);
+  const admin = lines().filter((line) => line['listener'] === 'admin');
+  t.match(mcp.find((line) => line['status'] === 404), { method: 'POST', path: '/elsewhere', replica: 'none', code: 'GW_NOT_FOUND', end: 'answered', client: '127.0.0.1' });
+  t.match(admin.find((line) => line['status'] === 404), { method: 'GET', path: '/nothing-here', replica: 'none', code: 'GW_NOT_FOUND', end: 'answered' });
+  const refused = [...mcp, ...admin].filter((line) => line['end'] === 'refused');
+  t.match(refused.find((line) => line['status'] === 431), { listener: undefined, replica: 'none', code: 'GW_HEADERS_TOO_LARGE', client: '127.0.0.1', level: 30 });
+  t.match(refused.find((line) => line['status'] === 400), { listener: 'admin', replica: 'none', code: 'GW_MALFORMED_REQUEST', client: '127.0.0.1' });
+  t.ok(refused.every((line) => line['method'] === undefined && line['path'] === undefined), 'no method or path where the parser read none');
+
+  const metrics = await (await fetch(`${gw.adminUrl}/metrics`)).text();
+  t.match(metrics, /^mcp_gateway_client_refused_total\{reason="header_overflow"\} 1$/m, "the MCP listener's refusal counted as such");
+  t.equal(await requestsCounted(gw.adminUrl), 1, "mcp_gateway_requests_total counts the MCP listener's answer only");
 });
 
 t.test('off by default, even at log level info; SIGHUP turns the lines on, whatever log.level, and off', async (t) => {
