@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Pool, type Dispatcher } from 'undici';
 import { SseBlocks } from './lib/sse-blocks.js';
+import { percentile } from './lib/stats.js';
 
 export type Job =
   | { kind: 'rpc'; url: string; concurrency: number; warmupMs: number; durationMs: number }
@@ -94,10 +95,6 @@ async function initialize(pool: Dispatcher, path: string): Promise<string> {
   return session;
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 function cpuSeconds(): number {
   const { user, system } = process.cpuUsage();

@@ -24,6 +24,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LoadClient } from './lib/client.js';
+import { runIfMain } from './lib/main.js';
 import { openFilesLimit } from './lib/procs.js';
 import { ensureTools, kindOf, makeScratch, PROXY_KINDS, REDIS_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type TargetName, type Upstream, type Variant } from './lib/targets.js';
 import { idleWorkload, resumeWorkload, rpcWorkload, sseWorkload, WORKLOADS, type Context, type Row, type WorkloadName } from './lib/workloads.js';
@@ -342,12 +343,4 @@ function parseVariant(arg: string): [string, Variant] {
   return [name, { ...spec, ...(spec.checkout === undefined ? {} : { checkout: resolve(spec.checkout) }) }];
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  main().then(
-    () => process.exit(0),
-    (err: unknown) => {
-      process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+runIfMain(import.meta.url, main);

@@ -13,11 +13,15 @@
  * - GET without one: 400, as an SDK server answers (the gateway's health probe sees it alive).
  * - DELETE: 200.
  * Sessions are not remembered: any worker of a cluster serves any session.
+ *
+ * In-process (bench/tail-latency.ts), `listen(0, { onStream })` hands each GET stream that is not
+ * a flood to its caller, which writes its events on the caller's clock.
  */
 import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const INIT_RESULT = '{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"bench-upstream","version":"1"}}';
@@ -82,18 +86,25 @@ function flood(res: ServerResponse): void {
   write();
 }
 
-function get(req: IncomingMessage, res: ServerResponse): void {
-  if (typeof req.headers['mcp-session-id'] !== 'string') return json(res, 400, BAD_REQUEST);
+export interface UpstreamOptions {
+  /** A GET stream that is not a flood, open (its headers sent): its events are the caller's. */
+  onStream?: (res: ServerResponse, sessionId: string) => void;
+}
+
+function get(req: IncomingMessage, res: ServerResponse, options: UpstreamOptions): void {
+  const session = req.headers['mcp-session-id'];
+  if (typeof session !== 'string') return json(res, 400, BAD_REQUEST);
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   res.flushHeaders();
   if (req.headers['x-bench-sse'] === 'flood') flood(res);
+  else options.onStream?.(res, session);
 }
 
-function handle(req: IncomingMessage, res: ServerResponse): void {
+function handle(req: IncomingMessage, res: ServerResponse, options: UpstreamOptions): void {
   if (req.method === 'POST') {
     post(req, res).catch(() => res.destroy());
   } else if (req.method === 'GET') {
-    get(req, res);
+    get(req, res, options);
   } else if (req.method === 'DELETE') {
     json(res, 200, '{}');
   } else {
@@ -101,8 +112,9 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   }
 }
 
-async function listen(port: number): Promise<number> {
-  const server = createServer({ keepAliveTimeout: 60_000 }, handle);
+/** Listens on 127.0.0.1:port (0: a free one); resolves with the port and a way to close it. */
+export async function listen(port: number, options: UpstreamOptions = {}): Promise<{ port: number; close: () => Promise<void> }> {
+  const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => handle(req, res, options));
   // Idle SSE streams stay open for as long as the benchmark holds them.
   server.requestTimeout = 0;
   server.headersTimeout = 0;
@@ -111,7 +123,12 @@ async function listen(port: number): Promise<number> {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => resolve());
   });
-  return (server.address() as AddressInfo).port;
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  return { port: (server.address() as AddressInfo).port, close };
 }
 
 async function main(): Promise<void> {
@@ -119,7 +136,7 @@ async function main(): Promise<void> {
   const workers = Number(values.workers);
   const port = Number(values.port);
   if (workers <= 1) {
-    const actual = await listen(port);
+    const { port: actual } = await listen(port);
     process.stdout.write(`${JSON.stringify({ event: 'listening', port: actual, pid: process.pid })}\n`);
     return;
   }
@@ -144,7 +161,9 @@ async function main(): Promise<void> {
   process.send?.('listening');
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`bench upstream: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`bench upstream: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

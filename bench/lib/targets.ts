@@ -56,11 +56,15 @@ export function kindOf(name: TargetName): ProxyKind {
   return name.split('+', 1)[0] as ProxyKind;
 }
 
-export interface Upstream {
-  readonly kind: 'fast' | 'sdk';
+/** Where a replica listens: all a proxy in front of it needs. */
+export interface UpstreamAddress {
   /** The MCP endpoint, http://127.0.0.1:PORT/mcp */
   readonly url: string;
   readonly port: number;
+}
+
+export interface Upstream extends UpstreamAddress {
+  readonly kind: 'fast' | 'sdk';
   readonly child: Child;
 }
 
@@ -144,7 +148,7 @@ export async function startRedis(dir: string): Promise<RedisServer> {
 export interface ProxyOptions {
   /** Scratch directory of the run: configurations, pid and log files. */
   dir: string;
-  upstreams: readonly Upstream[];
+  upstreams: readonly UpstreamAddress[];
   redisUrl?: string;
   /** Gateway log level; access lines cost CPU, and nginx and haproxy run without access logs. */
   gatewayLog: string;
