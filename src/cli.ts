@@ -11,15 +11,13 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { format, parseArgs } from 'node:util';
-import { Registry } from 'prom-client';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
-import { RESTART_ONLY } from './config/reload.js';
 import type { Config } from './config/schema.js';
-import { createLogger, flushLog, LogSecrets, redactUrl, stdoutDestination, type Logger } from './logger.js';
-import { buildServer } from './server.js';
-import { createStore } from './store/index.js';
-import { EXPLAIN_EXIT, explainCommand } from './explain-command.js';
+import type { Logger } from './logger.js';
 import { packageVersion } from './version.js';
+
+// The gateway itself (fastify, the store clients, metrics) and explain are loaded by the commands
+// that use them: --version, --help, usage errors and check-config do not wait for them.
 
 const USAGE = `usage: mcp-resume-gateway [check-config] [--config FILE]
        mcp-resume-gateway explain CURSOR [--session ID] [--json] [--config FILE]
@@ -61,9 +59,10 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`unknown command: ${parsed.positionals.join(' ')}\n${USAGE}\n`);
     return 2;
   }
-  if (explaining && extra.length !== 1) {
+  const explainer = explaining ? await import('./explain-command.js') : undefined;
+  if (explainer !== undefined && extra.length !== 1) {
     process.stderr.write(`explain needs the cursor (a Last-Event-ID value)\n${USAGE}\n`);
-    return EXPLAIN_EXIT.usage;
+    return explainer.EXPLAIN_EXIT.usage;
   }
   if (!explaining && (parsed.values.session !== undefined || parsed.values.json)) {
     process.stderr.write(`--session and --json belong to explain\n${USAGE}\n`);
@@ -78,9 +77,9 @@ async function main(argv: string[]): Promise<number> {
     const unnamed = parsed.values.config === undefined && !process.env['MCP_GATEWAY_CONFIG'];
     const problems = unnamed && !existsSync(file) ? [noDefaultFile(file)] : err.problems;
     for (const problem of problems) process.stderr.write(`${problem}\n`);
-    return explaining ? EXPLAIN_EXIT.usage : 1;
+    return explainer !== undefined ? explainer.EXPLAIN_EXIT.usage : 1;
   }
-  if (explaining) return explainCommand(config, extra[0]!, parsed.values.session, parsed.values.json === true);
+  if (explainer !== undefined) return explainer.explainCommand(config, extra[0]!, parsed.values.session, parsed.values.json === true);
   if (command === 'check-config') {
     process.stdout.write(`${file}: ok (${config.replicas.length} replicas, store ${config.store.type})\n`);
     return 0;
@@ -94,6 +93,13 @@ function noDefaultFile(file: string): string {
 }
 
 async function run(config: Config, file: string): Promise<number> {
+  const [{ Registry }, { RESTART_ONLY }, { createLogger, flushLog, LogSecrets, redactUrl, stdoutDestination }, { buildServer }, { createStore }] = await Promise.all([
+    import('prom-client'),
+    import('./config/reload.js'),
+    import('./logger.js'),
+    import('./server.js'),
+    import('./store/index.js'),
+  ]);
   const secrets = new LogSecrets();
   secrets.addConfig(config);
   const destination = stdoutDestination();
