@@ -19,6 +19,11 @@ interface PendingSeries<Labels> {
 
 export function createMetrics(registry: Registry) {
   const registers = [registry];
+  // Every metric but the requests counter (its own collect) is one of these, on this registry alone.
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Counter({ name, help, labelNames, registers });
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Gauge({ name, help, labelNames, registers });
+  const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
+    new Histogram({ name, help, labelNames, buckets, registers });
   const requestCounts = new Map<string, PendingSeries<{ method: string; status: string; replica: string }>>();
   collectDefaultMetrics({ register: registry });
   const metrics = {
@@ -37,154 +42,94 @@ export function createMetrics(registry: Registry) {
         }
       },
     }),
-    upstreamDuration: new Histogram({
-      name: 'mcp_gateway_upstream_duration_seconds',
-      help: 'Time from sending a request to a replica to receiving its response headers.',
-      labelNames: ['replica'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    }),
-    sseStreamsOpen: new Gauge({
-      name: 'mcp_gateway_sse_streams_open',
-      help: 'SSE streams open through the gateway, by owning replica.',
-      labelNames: ['replica'] as const,
-      registers,
-    }),
-    sseEvents: new Counter({
-      name: 'mcp_gateway_sse_events_total',
-      help: 'SSE events forwarded to clients, by owning replica.',
-      labelNames: ['replica'] as const,
-      registers,
-    }),
-    replicaUp: new Gauge({
-      name: 'mcp_gateway_replica_up',
-      help: '1 when the replica takes new sessions, 0 when it is down.',
-      labelNames: ['replica'] as const,
-      registers,
-    }),
-    storeDuration: new Histogram({
-      name: 'mcp_gateway_store_duration_seconds',
-      help: 'Duration of store operations, by operation.',
-      labelNames: ['op'] as const,
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-      registers,
-    }),
-    storeErrors: new Counter({
-      name: 'mcp_gateway_store_errors_total',
-      help: 'Store operations that failed or timed out, by operation.',
-      labelNames: ['op'] as const,
-      registers,
-    }),
-    bindingCache: new Counter({
-      name: 'mcp_gateway_binding_cache_total',
-      help: 'Session bindings looked up in or dropped from this instance\'s cache (store.bindingCache), by result: hit (routed without the store), miss (read from the store), invalidated (a session ended or its owner was declared gone, here or through another instance, or the store no longer holds it active), evicted (over maxEntries), dropped (the whole cache forgotten: the store connection or its notes dropped, or the store lost its data).',
-      labelNames: ['result'] as const,
-      registers,
-    }),
-    bindingCacheEntries: new Gauge({
-      name: 'mcp_gateway_binding_cache_entries',
-      help: 'Session bindings in this instance\'s cache.',
-      registers,
-    }),
-    unrecordedEvents: new Gauge({
-      name: 'mcp_gateway_unrecorded_events',
-      help: 'Events that left while the store did not answer, whose records this instance holds until it can write them.',
-      registers,
-    }),
-    unrecordedBytes: new Gauge({
-      name: 'mcp_gateway_unrecorded_bytes',
-      help: 'Bytes held for unrecorded events, as counted against resumption.unrecorded.totalBytes.',
-      registers,
-    }),
-    lateRecordBatches: new Counter({
-      name: 'mcp_gateway_record_batches_late_total',
-      help: 'Writes of held records that the store accepted after their events had left.',
-      registers,
-    }),
-    streamsStoppedRecording: new Counter({
-      name: 'mcp_gateway_streams_stopped_recording_total',
-      help: 'Streams that went on unrecorded, by reason (stream_limit, total_limit, refused, shutdown): their later cursors are unknown_stream.',
-      labelNames: ['reason'] as const,
-      registers,
-    }),
-    clientsRefused: new Counter({
-      name: 'mcp_gateway_client_refused_total',
-      help: 'Client connections and requests the MCP listener refused before routing: connection_limit (over limits.clientConnections), headers_timeout (headers not in within limits.headersTimeoutMs), header_overflow (over limits.headerBytes), malformed.',
-      labelNames: ['reason'] as const,
-      registers,
-    }),
-    configReloads: new Counter({
-      name: 'mcp_gateway_config_reloads_total',
-      help: 'Configuration reloads (SIGHUP) by result: applied (all of it), partial (some keys need a restart; named in the log), invalid (refused; the running configuration stays).',
-      labelNames: ['result'] as const,
-      registers,
-    }),
-    cursorKeyMismatch: new Gauge({
-      name: 'mcp_gateway_cursor_key_mismatch_instances',
-      help: 'Other gateway instances on this store whose cursor key differs from this one (their cursors are foreign_cursor here).',
-      registers,
-    }),
-    modernRequests: new Counter({
-      name: 'mcp_gateway_modern_requests_total',
-      help: 'Requests of the 2026-07-28 era, by JSON-RPC method (other: one the gateway does not know) and outcome (forwarded, header_mismatch, cache_hit: answered from the cache).',
-      labelNames: ['mcp_method', 'outcome'] as const,
-      registers,
-    }),
-    tasks: new Counter({
-      name: 'mcp_gateway_tasks_total',
-      help: 'Tasks of the 2026-07-28 era by outcome: recorded (a tools/call answered with a task, its holder in the store), unrecorded (the store did not take it; logged), routed (a request for a recorded task sent to its holder), unknown (a request for a task the store does not hold, sent to the balancer), lost (its holder is gone: GW_TASK_LOST).',
-      labelNames: ['outcome'] as const,
-      registers,
-    }),
-    cacheRequests: new Counter({
-      name: 'mcp_gateway_cache_requests_total',
-      help: 'Cacheable requests of the 2026-07-28 era with cache.enabled, by method and result: hit (answered from the cache), miss (forwarded; its answer kept when public), bypass (a multi-round retry, never cached).',
-      labelNames: ['mcp_method', 'result'] as const,
-      registers,
-    }),
-    cacheEntries: new Gauge({
-      name: 'mcp_gateway_cache_entries',
-      help: 'Results held by the cache of the 2026-07-28 era (cache.maxEntries bounds it).',
-      registers,
-    }),
-    cacheBytes: new Gauge({
-      name: 'mcp_gateway_cache_bytes',
-      help: 'Bytes of the results held by the cache of the 2026-07-28 era (cache.maxBytes bounds it).',
-      registers,
-    }),
-    journalEvents: new Counter({
-      name: 'mcp_gateway_journal_events_total',
-      help: 'Events journaled (CONTRACT.md §8 J1): recorded with their bytes, or held with them for a late write while the store does not answer.',
-      registers,
-    }),
-    journalBytes: new Counter({
-      name: 'mcp_gateway_journal_bytes_total',
-      help: 'Bytes of the events journaled (each SSE block without its id line, UTF-8).',
-      registers,
-    }),
-    heldStreams: new Gauge({
-      name: 'mcp_gateway_held_streams',
-      help: 'Streams this instance reads from their replica with no client attached (J2 hold-open), bounded by resumption.journal.maxHeld.',
-      registers,
-    }),
-    holdExpiries: new Counter({
-      name: 'mcp_gateway_hold_expiries_total',
-      help: 'Held GET streams let go with no client back, by reason: timeout (resumption.journal.holdMs passed), cap (over resumption.journal.maxHeld, the oldest), superseded (a newer GET of its session).',
-      labelNames: ['reason'] as const,
-      registers,
-    }),
-    continuations: new Counter({
-      name: 'mcp_gateway_continuations_total',
-      help: 'Resumptions continued, by source: journal (the gateway\'s own journal, then the live stream) or owner (the owner replica replayed from its log).',
-      labelNames: ['source'] as const,
-      registers,
-    }),
-    resumptions: new Counter({
-      name: 'mcp_gateway_resumptions_total',
-      help: 'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',
-      labelNames: ['outcome', 'reason'] as const,
-      registers,
-    }),
+    upstreamDuration: histogram(
+      'mcp_gateway_upstream_duration_seconds',
+      'Time from sending a request to a replica to receiving its response headers.',
+      ['replica'],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    ),
+    sseStreamsOpen: gauge('mcp_gateway_sse_streams_open', 'SSE streams open through the gateway, by owning replica.', ['replica']),
+    sseEvents: counter('mcp_gateway_sse_events_total', 'SSE events forwarded to clients, by owning replica.', ['replica']),
+    replicaUp: gauge('mcp_gateway_replica_up', '1 when the replica takes new sessions, 0 when it is down.', ['replica']),
+    storeDuration: histogram(
+      'mcp_gateway_store_duration_seconds',
+      'Duration of store operations, by operation.',
+      ['op'],
+      [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    ),
+    storeErrors: counter('mcp_gateway_store_errors_total', 'Store operations that failed or timed out, by operation.', ['op']),
+    bindingCache: counter(
+      'mcp_gateway_binding_cache_total',
+      'Session bindings looked up in or dropped from this instance\'s cache (store.bindingCache), by result: hit (routed without the store), miss (read from the store), invalidated (a session ended or its owner was declared gone, here or through another instance, or the store no longer holds it active), evicted (over maxEntries), dropped (the whole cache forgotten: the store connection or its notes dropped, or the store lost its data).',
+      ['result'],
+    ),
+    bindingCacheEntries: gauge('mcp_gateway_binding_cache_entries', 'Session bindings in this instance\'s cache.'),
+    unrecordedEvents: gauge(
+      'mcp_gateway_unrecorded_events',
+      'Events that left while the store did not answer, whose records this instance holds until it can write them.',
+    ),
+    unrecordedBytes: gauge('mcp_gateway_unrecorded_bytes', 'Bytes held for unrecorded events, as counted against resumption.unrecorded.totalBytes.'),
+    lateRecordBatches: counter('mcp_gateway_record_batches_late_total', 'Writes of held records that the store accepted after their events had left.'),
+    streamsStoppedRecording: counter(
+      'mcp_gateway_streams_stopped_recording_total',
+      'Streams that went on unrecorded, by reason (stream_limit, total_limit, refused, shutdown): their later cursors are unknown_stream.',
+      ['reason'],
+    ),
+    clientsRefused: counter(
+      'mcp_gateway_client_refused_total',
+      'Client connections and requests the MCP listener refused before routing: connection_limit (over limits.clientConnections), headers_timeout (headers not in within limits.headersTimeoutMs), header_overflow (over limits.headerBytes), malformed.',
+      ['reason'],
+    ),
+    configReloads: counter(
+      'mcp_gateway_config_reloads_total',
+      'Configuration reloads (SIGHUP) by result: applied (all of it), partial (some keys need a restart; named in the log), invalid (refused; the running configuration stays).',
+      ['result'],
+    ),
+    cursorKeyMismatch: gauge(
+      'mcp_gateway_cursor_key_mismatch_instances',
+      'Other gateway instances on this store whose cursor key differs from this one (their cursors are foreign_cursor here).',
+    ),
+    modernRequests: counter(
+      'mcp_gateway_modern_requests_total',
+      'Requests of the 2026-07-28 era, by JSON-RPC method (other: one the gateway does not know) and outcome (forwarded, header_mismatch, cache_hit: answered from the cache).',
+      ['mcp_method', 'outcome'],
+    ),
+    tasks: counter(
+      'mcp_gateway_tasks_total',
+      'Tasks of the 2026-07-28 era by outcome: recorded (a tools/call answered with a task, its holder in the store), unrecorded (the store did not take it; logged), routed (a request for a recorded task sent to its holder), unknown (a request for a task the store does not hold, sent to the balancer), lost (its holder is gone: GW_TASK_LOST).',
+      ['outcome'],
+    ),
+    cacheRequests: counter(
+      'mcp_gateway_cache_requests_total',
+      'Cacheable requests of the 2026-07-28 era with cache.enabled, by method and result: hit (answered from the cache), miss (forwarded; its answer kept when public), bypass (a multi-round retry, never cached).',
+      ['mcp_method', 'result'],
+    ),
+    cacheEntries: gauge('mcp_gateway_cache_entries', 'Results held by the cache of the 2026-07-28 era (cache.maxEntries bounds it).'),
+    cacheBytes: gauge('mcp_gateway_cache_bytes', 'Bytes of the results held by the cache of the 2026-07-28 era (cache.maxBytes bounds it).'),
+    journalEvents: counter(
+      'mcp_gateway_journal_events_total',
+      'Events journaled (CONTRACT.md §8 J1): recorded with their bytes, or held with them for a late write while the store does not answer.',
+    ),
+    journalBytes: counter('mcp_gateway_journal_bytes_total', 'Bytes of the events journaled (each SSE block without its id line, UTF-8).'),
+    heldStreams: gauge(
+      'mcp_gateway_held_streams',
+      'Streams this instance reads from their replica with no client attached (J2 hold-open), bounded by resumption.journal.maxHeld.',
+    ),
+    holdExpiries: counter(
+      'mcp_gateway_hold_expiries_total',
+      'Held GET streams let go with no client back, by reason: timeout (resumption.journal.holdMs passed), cap (over resumption.journal.maxHeld, the oldest), superseded (a newer GET of its session).',
+      ['reason'],
+    ),
+    continuations: counter(
+      'mcp_gateway_continuations_total',
+      'Resumptions continued, by source: journal (the gateway\'s own journal, then the live stream) or owner (the owner replica replayed from its log).',
+      ['source'],
+    ),
+    resumptions: counter(
+      'mcp_gateway_resumptions_total',
+      'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',
+      ['outcome', 'reason'],
+    ),
   };
   // The per-request series, each looked up once: prom-client hashes the label object on every
   // call otherwise. Their label values are bounded (methods, statuses, configured replicas, ops).
