@@ -77,8 +77,21 @@ export function epochsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:epochs`;
 }
 
+/**
+ * The tags of recently used sessions, oldest first: one store operation names up to five keys of
+ * one session, and an open stream records batch after batch of the same one.
+ */
+const tags = new Map<string, string>();
+const TAGS_KEPT = 4096;
+
 function sessionTag(sessionId: string): string {
-  return createHash('sha1').update(sessionId).digest('base64url');
+  let tag = tags.get(sessionId);
+  if (tag === undefined) {
+    tag = createHash('sha1').update(sessionId).digest('base64url');
+    if (tags.size >= TAGS_KEPT) tags.delete(tags.keys().next().value!);
+    tags.set(sessionId, tag);
+  }
+  return tag;
 }
 
 /**
