@@ -182,10 +182,12 @@ export async function runTailLatency(opts: TailLatencyOptions): Promise<TailLate
   };
   try {
     const proxy = { dir, upstreams: [address], redisUrl: redis.url, gatewayLog: 'warn', gatewayConnections: 64, openFiles: await openFilesLimit() };
-    const a = await startTarget('gateway-redis-journal', proxy);
-    targets.push(a);
-    const b = await startTarget('gateway-redis-journal', proxy);
-    targets.push(b);
+    // Started together (each start is mostly waiting); both are stopped whatever happened.
+    const started = await Promise.allSettled([startTarget('gateway-redis-journal', proxy), startTarget('gateway-redis-journal', proxy)]);
+    for (const s of started) if (s.status === 'fulfilled') targets.push(s.value);
+    const failed = started.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    const [a, b] = targets as [Target, Target];
     const before = await continuations(b, 'journal');
 
     const direct = await rawSession(address.url);
