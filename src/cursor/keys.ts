@@ -25,10 +25,12 @@ export class CursorKeys {
 
   /** The codec in force; rejects with a StoreError while no secret could be agreed. */
   codec(): Promise<CursorCodec> {
-    this.#codec ??= this.#agree(randomBytes(32).toString('base64url')).catch((err: unknown) => {
-      this.#codec = undefined;
-      throw err;
-    });
+    this.#codec ??= this.#agree(randomBytes(32).toString('base64url'))
+      .then((secret) => new CursorCodec(secret))
+      .catch((err: unknown) => {
+        this.#codec = undefined;
+        throw err;
+      });
     return this.#codec;
   }
 
@@ -36,17 +38,18 @@ export class CursorKeys {
   async refresh(): Promise<void> {
     if (this.configured || this.#secret === undefined) return;
     const before = this.#secret;
-    const codec = await this.#agree(before);
-    if (this.#secret !== before) {
-      this.logger.warn('the store holds another cursor secret (it lost its data?): cursors issued before are foreign now');
-      this.#codec = Promise.resolve(codec);
-    }
+    const secret = await this.#agree(before);
+    // The same secret keeps its codec: deriving the keys again (HKDF) every tick would change nothing.
+    if (secret === before) return;
+    this.logger.warn('the store holds another cursor secret (it lost its data?): cursors issued before are foreign now');
+    this.#codec = Promise.resolve(new CursorCodec(secret));
   }
 
-  async #agree(candidate: string): Promise<CursorCodec> {
+  /** The secret the store holds after offering `candidate`; a new one is told to onAgreed once. */
+  async #agree(candidate: string): Promise<string> {
     const secret = await this.store.agreeSecret(candidate);
-    this.onAgreed(secret);
+    if (secret !== this.#secret) this.onAgreed(secret);
     this.#secret = secret;
-    return new CursorCodec(secret);
+    return secret;
   }
 }
