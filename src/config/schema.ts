@@ -172,7 +172,7 @@ export const ConfigSchema = Type.Object(
         retryAfterSeconds: Type.Integer({
           minimum: 0,
           default: 1,
-          description: 'Retry-After sent with every 503 (store unavailable, replica suspected, no replica up)',
+          description: 'Retry-After sent with every 503 (store unavailable, replica suspected, no replica up, shutting down)',
         }),
       },
       { additionalProperties: false, default: {} },
