@@ -52,15 +52,13 @@ interface Fleet {
 
 /** Redis, one replica, instance A and instance B (its health tick `bTickMs`). */
 async function twoInstances(t: Test, opts: { aTickMs?: number; bTickMs: number }): Promise<Fleet> {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1);
+  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
   const settings = (intervalMs: number) => ({
     store: { type: 'redis', url: redis.url },
     replicas: [{ id: replica!.id, url: replica!.url }],
     health: { intervalMs, unhealthyThreshold: 1 },
   });
-  const a = await startGatewayProcess(t, settings(opts.aTickMs ?? NO_TICK_MS));
-  const b = await startGatewayProcess(t, settings(opts.bTickMs));
+  const [a, b] = await Promise.all([startGatewayProcess(t, settings(opts.aTickMs ?? NO_TICK_MS)), startGatewayProcess(t, settings(opts.bTickMs))]);
   return { redis, replica: replica!, a, b };
 }
 

@@ -23,8 +23,7 @@ const mismatchGauge = /^mcp_gateway_cursor_key_mismatch_instances (\d+)$/m;
 const publishCount = /^mcp_gateway_store_duration_seconds_count\{op="publishKeyFingerprint"\} (\d+)$/m;
 
 t.test('instances with different cursor secrets on one store: each warns once, counts the other, stays ready', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1);
+  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
   const secrets = [randomBytes(32).toString('base64url'), randomBytes(32).toString('base64url')];
   const settings = (secret: string) => ({
     store: { type: 'redis', url: redis.url },
@@ -32,8 +31,7 @@ t.test('instances with different cursor secrets on one store: each warns once, c
     health: { intervalMs: HEALTH_INTERVAL_MS },
     cursor: { secret },
   });
-  const a = await startGatewayProcess(t, settings(secrets[0]!));
-  const b = await startGatewayProcess(t, settings(secrets[1]!));
+  const [a, b] = await Promise.all([startGatewayProcess(t, settings(secrets[0]!)), startGatewayProcess(t, settings(secrets[1]!))]);
 
   for (const [name, gw] of [['first', a], ['second', b]] as const) {
     await waitFor(`the ${name} instance notices`, bound(HEALTH_INTERVAL_MS * 3), async () => (await metric(gw, mismatchGauge)) === 1);
@@ -58,11 +56,9 @@ t.test('instances with different cursor secrets on one store: each warns once, c
 });
 
 t.test('instances with the same secret agree', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1);
+  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
   const settings = { store: { type: 'redis', url: redis.url }, replicas: [{ id: replica!.id, url: replica!.url }], health: { intervalMs: HEALTH_INTERVAL_MS } };
-  const a = await startGatewayProcess(t, settings);
-  const b = await startGatewayProcess(t, settings);
+  const [a, b] = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   await waitFor('both published twice', bound(HEALTH_INTERVAL_MS * 3), async () => (await metric(a, publishCount)) >= 2 && (await metric(b, publishCount)) >= 2);
   t.equal(await metric(a, mismatchGauge), 0);
   t.equal(await metric(b, mismatchGauge), 0);

@@ -12,10 +12,9 @@ import { spawnReplicas } from '../helpers/replicas.js';
 import { collectLogging, gatedFetch } from '../helpers/watch.js';
 
 async function twoInstances(t: Test) {
-  const redis = await startRedisServer(t);
-  const replicas = await spawnReplicas(t, 2);
+  const [redis, replicas] = await Promise.all([startRedisServer(t), spawnReplicas(t, 2)]);
   const settings = { store: { type: 'redis', url: redis.url }, replicas: replicas.map((r) => ({ id: r.id, url: r.url })), log: { level: 'info' } };
-  const gateways = [await startGatewayProcess(t, settings), await startGatewayProcess(t, settings)];
+  const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   const balancer = await startBalancer(t, gateways.map((g) => g.url));
   return { gateways, balancer };
 }

@@ -15,10 +15,9 @@ import { spawnReplicas } from '../helpers/replicas.js';
 import { collectLogging, Collected, gatedFetch } from '../helpers/watch.js';
 
 async function fleet(t: Test) {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1, { eventStore: false })]);
   const settings = { store: { type: 'redis', url: redis.url }, replicas: [{ id: replica!.id, url: replica!.url }] };
-  const gateways = [await startGatewayProcess(t, settings), await startGatewayProcess(t, settings)];
+  const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   const balancer = await startBalancer(t, gateways.map((g) => `${g.url}`));
   return { gateways, balancer, replica: replica! };
 }
