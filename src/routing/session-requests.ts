@@ -8,14 +8,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
 import { sessionTarget } from '../eras/legacy-sse.js';
 import type { SessionRecord } from '../store/types.js';
+import { HELD_GET_ATTEMPTS, HELD_GET_BACKOFF_MS } from '../streams/pumps.js';
 import { UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';
-
-/** A GET superseding a held one: the replica may answer 409 until it has seen the held one close. */
-const SUPERSEDE_ATTEMPTS = 5;
-const SUPERSEDE_BACKOFF_MS = 100;
 
 export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
   const { store, fleet, bindings, logger, answer, streams } = deps;
@@ -75,9 +72,9 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
       // Never retried elsewhere: the session lives on its owner only (R1, R2).
       response = await sendToOwner(request, reply, attempt, abort, refused);
       if (response === undefined) return;
-      if (!supersedeFirst || response.statusCode !== 409 || tries >= SUPERSEDE_ATTEMPTS || reply.raw.destroyed) break;
+      if (!supersedeFirst || response.statusCode !== 409 || tries >= HELD_GET_ATTEMPTS || reply.raw.destroyed) break;
       await response.body.dump().catch(() => undefined);
-      await new Promise((resolve) => setTimeout(resolve, SUPERSEDE_BACKOFF_MS * tries));
+      await new Promise((resolve) => setTimeout(resolve, HELD_GET_BACKOFF_MS * tries));
       abort = new UpstreamAbort();
     }
     reportStatus(record.owner, response.statusCode);

@@ -11,6 +11,7 @@ import type {
   BindingNote,
   BindingWatcher,
   EventBatch,
+  HeldGetRelease,
   IncarnationKind,
   IncarnationRecord,
   IncarnationView,
@@ -388,6 +389,17 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       const entry = liveIncarnation(sessionId, incarnationId);
       // Two tailing instances: the later lease stands.
       if (entry !== undefined) entry.tailUntil = Math.max(entry.tailUntil, now() + leaseMs);
+    },
+
+    async releaseHeldGet(sessionId: string): Promise<HeldGetRelease> {
+      assertOpen('releaseHeldGet');
+      const current = live(sessionId)?.getInc;
+      const entry = current === undefined ? undefined : liveIncarnation(sessionId, current);
+      const t = now();
+      if (current === undefined || entry === undefined || entry.state !== 'open' || entry.pump === '' || entry.pumpUntil <= t) return 'none';
+      if (entry.tailUntil > t) return 'tailed';
+      note(sessionId, current, { kind: 'release' });
+      return 'asked';
     },
 
     async releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void> {

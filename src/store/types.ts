@@ -156,7 +156,15 @@ export interface JournalRead {
 export type JournalNote =
   | { readonly kind: 'head'; readonly head: number } // new events were journaled, up to head
   | { readonly kind: 'closed' } // closeIncarnation
-  | { readonly kind: 'superseded' }; // a new GET of the session superseded it (E4)
+  | { readonly kind: 'superseded' } // a new GET of the session superseded it (E4)
+  | { readonly kind: 'release' }; // releaseHeldGet: let the stream go if it is held (no client attached)
+
+/**
+ * What releaseHeldGet did: `asked` (the note went to the session's current GET incarnation, whose
+ * pump's lease runs and which no client tails), `tailed` (a client is attached to it through a
+ * tailing instance: not asked), `none` (no current GET incarnation open with a pump's lease running).
+ */
+export type HeldGetRelease = 'asked' | 'tailed' | 'none';
 
 /** How many of a session's incarnations are listed at most (the Redis store indexes the newest this many). */
 export const INCARNATIONS_LISTED = 256;
@@ -317,12 +325,22 @@ export interface Store {
    * Best effort: a lost note only delays (callers re-read on a timer), and a note may arrive
    * before the subscription is in force only if it was published after this call. Returns unwatch.
    * recordEvents with payloads notes 'head'; closeIncarnation notes 'closed'; openIncarnation
-   * with supersede notes 'superseded' to the session's previous current GET incarnation.
+   * with supersede notes 'superseded' to the session's previous current GET incarnation;
+   * releaseHeldGet notes 'release'.
    */
   watchJournal(sessionId: string, incarnationId: string, listener: (note: JournalNote) => void): () => void;
 
   /** J3: a tailing instance says a client is attached until now + leaseMs (the pump's hold restarts). Unknown ones are ignored. */
   touchTail(sessionId: string, incarnationId: string, leaseMs: number): Promise<void>;
+
+  /**
+   * J2 with E4: asks the pump of the session's current GET incarnation, whichever instance it is
+   * on, to let the stream go if it is held (notes 'release'; the pump alone knows whether a client
+   * is attached to it in its process), unless a client tails it (tailUntil after now), in one
+   * atomic step. For a new stream whose fresh GET the owner refuses with 409 while the held one is
+   * open (CONTRACT.md §5, §8).
+   */
+  releaseHeldGet(sessionId: string): Promise<HeldGetRelease>;
 
   /** J3: the pump gives up its lease (hold ended, stream ended); only when `instanceId` holds it. */
   releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void>;

@@ -45,6 +45,15 @@ export function collectLogging(client: Client): Collected<number> {
   return seen;
 }
 
+/** The params of every gateway stream_reset notification the client receives (the signal, §5). */
+export function collectResets(client: Client): Collected<{ reason: string; lastEventId: string }> {
+  const seen = new Collected<{ reason: string; lastEventId: string }>();
+  client.fallbackNotificationHandler = async (n) => {
+    if (n.method === 'notifications/gateway/stream_reset') seen.push(n.params as { reason: string; lastEventId: string });
+  };
+  return seen;
+}
+
 /**
  * A fetch for the SDK client that records every GET and holds back reconnections (GETs with
  * Last-Event-ID) until the test opens the gate, so that what happens while the client is away is

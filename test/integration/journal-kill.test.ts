@@ -12,7 +12,7 @@ import { callText, connect } from '../helpers/client.js';
 import { startGatewayProcess } from '../helpers/gateway-process.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { spawnReplicas } from '../helpers/replicas.js';
-import { collectLogging, Collected, gatedFetch } from '../helpers/watch.js';
+import { collectLogging, collectResets, Collected, gatedFetch } from '../helpers/watch.js';
 
 async function fleet(t: Test) {
   const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1, { eventStore: false })]);
@@ -34,10 +34,7 @@ t.test('the holding instance killed: its GET stream continues from the journal e
   balancer.pin(0);
   const { client } = await connect(t, balancer.url, { fetch: gate.fetch });
   const logged = collectLogging(client);
-  const resets = new Collected<{ reason: string }>();
-  client.fallbackNotificationHandler = async (n) => {
-    if (n.method === 'notifications/gateway/stream_reset') resets.push(n.params as { reason: string });
-  };
+  const resets = collectResets(client);
   await gate.streams.until(1);
   await callText(client, 'emit', { count: 3, intervalMs: 5 });
   t.same(await logged.until(3), [1, 2, 3]);

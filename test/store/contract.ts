@@ -1187,6 +1187,7 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['readJournal', () => store.readJournal('op-s', 'op-i', 0, 10)],
     ['touchTail', () => store.touchTail('op-s', 'op-i', LONG_TTL_MS)],
     ['releasePump', () => store.releasePump('op-s', 'op-i', 'op-instance')],
+    ['releaseHeldGet', () => store.releaseHeldGet('op-s')],
     ['inspectSession', () => store.inspectSession('op-s', 10)],
     ['readSecret', () => store.readSecret()],
     ['agreeSecret', () => store.agreeSecret('op-secret')],

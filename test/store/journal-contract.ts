@@ -222,6 +222,38 @@ export function journalContract(test: ContractTest, tickUntil: TickUntil): void 
     t.same(g9.notes, [], 'a watcher of another incarnation gets none');
   });
 
+  test('journal: releaseHeldGet notes release to the current GET while its pump leases it and no client tails it', async (t, h) => {
+    t.equal(await h.store.releaseHeldGet('s1'), 'none', 'no session');
+    await open(h, 'g1');
+    await open(h, 'g0', false);
+    t.equal(await h.store.releaseHeldGet('s1'), 'none', 'no pump leases the current GET');
+    const other = await h.peer();
+    const g1 = collect(other, 'g1');
+    const g0 = collect(other, 'g0');
+    t.teardown(() => [g1, g0].forEach((w) => w.unwatch()));
+    t.equal(await record(h.store, journaled(1, [block('a')], { pump: { instanceId: 'gw-a', leaseMs: LEASE_MS } })), 'ok');
+    t.equal(await record(h.store, journaled(1, [block('b')], { pump: { instanceId: 'gw-a', leaseMs: LEASE_MS } }), MANY, undefined, 'g0'), 'ok');
+    // A subscription is in force a little after the watch (Redis): asked until the note arrives.
+    await tickUntil(t, h, 'the release note', async () => {
+      t.equal(await h.store.releaseHeldGet('s1'), 'asked');
+      await h.tick();
+      return g1.notes.some((n) => n.kind === 'release');
+    });
+    t.ok(g0.notes.every((n) => n.kind !== 'release'), 'only the current GET is asked');
+    t.match(await h.store.readIncarnation('s1', 'g1', 0), { record: { state: 'open', pump: 'gw-a' } }, 'asking changes nothing');
+    await h.store.touchTail('s1', 'g1', LEASE_MS);
+    g1.notes.length = 0;
+    t.equal(await h.store.releaseHeldGet('s1'), 'tailed', 'a client tails it: not asked');
+    await h.store.closeIncarnation('s1', 'g1');
+    await tickUntil(t, h, 'the closed note', async () => g1.notes.length > 0);
+    t.same(g1.notes, [{ kind: 'closed' }], 'no release note while tailed');
+    t.equal(await h.store.releaseHeldGet('s1'), 'none', 'a closed stream');
+    await open(h, 'g2');
+    t.equal(await record(h.store, journaled(1, [block('c')], { pump: { instanceId: 'gw-a', leaseMs: LEASE_MS } }), MANY, undefined, 'g2'), 'ok');
+    await h.store.releasePump('s1', 'g2', 'gw-a');
+    t.equal(await h.store.releaseHeldGet('s1'), 'none', 'a pump that let it go');
+  });
+
   test('journal: unwatch stops the notes of that watcher only', async (t, h) => {
     await open(h, 'g1');
     const other = await h.peer();

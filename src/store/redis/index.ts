@@ -13,6 +13,7 @@ import { GatewayError } from '../../errors.js';
 import {
   INCARNATIONS_LISTED,
   type EventBatch,
+  type HeldGetRelease,
   type IncarnationRecord,
   type IncarnationView,
   type JournalNote,
@@ -36,6 +37,7 @@ import {
   fingerprintsKey,
   generationKey,
   incarnationKey,
+  incarnationKeyPrefix,
   incarnationsKey,
   journalKey,
   noteChannelPrefix,
@@ -316,6 +318,19 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
+    releaseHeldGet(sessionId: string): Promise<HeldGetRelease> {
+      return run('releaseHeldGet', async () => {
+        const reply = await client.gwReleaseHeldGet(
+          key(sessionId),
+          Date.now(),
+          incarnationKeyPrefix(opts.keyPrefix, sessionId),
+          noteChannelPrefix(opts.keyPrefix, sessionId),
+        );
+        if (reply !== 'asked' && reply !== 'tailed' && reply !== 'none') throw new Error(`unexpected releaseHeldGet reply: ${String(reply)}`);
+        return reply;
+      });
+    },
+
     releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void> {
       return run('releasePump', async () => {
         await client.gwReleasePump(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId);
@@ -402,7 +417,7 @@ function journalArguments(payloads: readonly string[] | undefined): [string, str
 
 /** A message of an incarnation's channel, as the scripts publish it. */
 function toNote(message: string): JournalNote | undefined {
-  if (message === 'closed' || message === 'superseded') return { kind: message };
+  if (message === 'closed' || message === 'superseded' || message === 'release') return { kind: message };
   const match = /^head (\d+)$/.exec(message);
   return match === null ? undefined : { kind: 'head', head: Number(match[1]) };
 }

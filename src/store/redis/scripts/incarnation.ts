@@ -197,6 +197,24 @@ return 1
 `;
 
 /**
+ * Asks the pump of the session's current GET incarnation to let it go if it is held: 'asked'
+ * (noted 'release'), 'tailed' (a client tails it: not asked) or 'none' (no current GET open with a
+ * pump's lease running). The incarnation's record is found by its id in the session's record, in
+ * the session's slot: its key is built here from the prefix. KEYS: session. ARGV: now (ms since the
+ * epoch), the session's incarnation key prefix, the session's note channel prefix.
+ */
+const RELEASE_HELD_GET_LUA = `
+local current = redis.call('HGET', KEYS[1], 'getInc')
+if not current then return 'none' end
+local now = tonumber(ARGV[1])
+local m = redis.call('HMGET', ARGV[2] .. current, 'state', 'pump', 'pumpUntil', 'tailUntil')
+if m[1] ~= 'open' or not m[2] or m[2] == '' or (tonumber(m[3]) or 0) <= now then return 'none' end
+if (tonumber(m[4]) or 0) > now then return 'tailed' end
+redis.call('SPUBLISH', ARGV[3] .. current, 'release')
+return 'asked'
+`;
+
+/**
  * What inspectSession reads first: the session's fields (toRecord's order, untouched; false when
  * none), its current GET, and the newest incarnation record keys of its index. KEYS: session,
  * index. ARGV: limit.
@@ -227,6 +245,7 @@ export interface IncarnationScripts {
   gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
   gwTouchTail(incKey: string, until: number): Promise<number>;
   gwReleasePump(incKey: string, instanceId: string): Promise<number>;
+  gwReleaseHeldGet(session: string, now: number, incPrefix: string, channelPrefix: string): Promise<string>;
 }
 
 export function defineIncarnationScripts(client: Redis | Cluster): void {
@@ -240,6 +259,7 @@ export function defineIncarnationScripts(client: Redis | Cluster): void {
   client.defineCommand('gwTouchIncarnation', { numberOfKeys: 3, lua: TOUCH_INCARNATION_LUA });
   client.defineCommand('gwTouchTail', { numberOfKeys: 1, lua: TOUCH_TAIL_LUA });
   client.defineCommand('gwReleasePump', { numberOfKeys: 1, lua: RELEASE_PUMP_LUA });
+  client.defineCommand('gwReleaseHeldGet', { numberOfKeys: 1, lua: RELEASE_HELD_GET_LUA });
 }
 
 /** Anything but a safe integer is below every base: a position that is not recorded. */

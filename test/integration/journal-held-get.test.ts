@@ -1,0 +1,154 @@
+/**
+ * A new stream's fresh GET against a held one (CONTRACT.md §5 signal mode, E4, §8 J2), on real
+ * processes: an SDK replica without an event log (one GET stream per session, 409 to a second),
+ * gateway processes on one redis-server, the real SDK client behind a balancer that cuts.
+ *
+ * A GET stream held with no client attached (on the instance the client comes back to, or on the
+ * other one) is let go for the signal's fresh GET, which then supersedes it: the client is live
+ * again at once, not after the hold period. A GET stream with a client attached (to its pump, or
+ * through a tailing instance) is left alone: the signal ends after its notification and the
+ * attached client's stream stays live and resumable.
+ */
+import t, { type Test } from 'tap';
+import type { SessionView } from '../../src/resumption/explain.js';
+import { startBalancer } from '../helpers/balancer.js';
+import { callText, connect } from '../helpers/client.js';
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
+import { post, rawSession, toolCallBody } from '../helpers/http.js';
+import { rawStreams } from '../helpers/raw-sse.js';
+import { startRedisServer } from '../helpers/redis-server.js';
+import { spawnReplicas } from '../helpers/replicas.js';
+import { scrapeMetric } from '../helpers/scrape.js';
+import { bound, waitFor } from '../helpers/wait.js';
+import { collectLogging, collectResets, gatedFetch } from '../helpers/watch.js';
+
+/** Far longer than any test: only the release can end a held stream here. */
+const HOLD_MS = 600_000;
+/** The journal keeps this many events of a stream: a cursor older than that is a gap (J5). */
+const WINDOW = 16;
+
+async function fleet(t: Test) {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  const settings = {
+    store: { type: 'redis', url: redis.url },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    resumption: { journal: { holdMs: HOLD_MS, maxEvents: WINDOW } },
+  };
+  const gateways = [await startGatewayProcess(t, settings), await startGatewayProcess(t, settings)];
+  return { gateways, replica: replica! };
+}
+
+async function sessionView(gateway: GatewayProcess, sessionId: string): Promise<SessionView> {
+  return (await (await fetch(`${gateway.adminUrl}/debug/sessions/${encodeURIComponent(sessionId)}`)).json()) as SessionView;
+}
+
+/** The session's current GET incarnation (E4), as the store holds it. */
+async function currentGet(gateway: GatewayProcess, sessionId: string): Promise<string | undefined> {
+  return (await sessionView(gateway, sessionId)).currentGet;
+}
+
+/** Calls the demo's emit tool with raw HTTP and waits for its answer. */
+async function emit(url: string, sessionId: string, count: number): Promise<void> {
+  const answer = await post(url, toolCallBody('emit', { count, intervalMs: 0 }), { 'mcp-session-id': sessionId });
+  await answer.text();
+  if (answer.status !== 200) throw new Error(`emit answered ${answer.status}`);
+}
+
+/**
+ * The SDK client's GET stream held on instance 0; while the client is away, more events than the
+ * journal keeps; the client comes back on instance `resumeOn` with a cursor below the window.
+ */
+async function gapAfterHeld(t: Test, resumeOn: number) {
+  const { gateways } = await fleet(t);
+  const balancer = await startBalancer(t, gateways.map((g) => g.url));
+  const gate = gatedFetch();
+  balancer.pin(0);
+  const { client, sessionId } = await connect(t, balancer.url, { fetch: gate.fetch });
+  const logged = collectLogging(client);
+  const resets = collectResets(client);
+  await gate.streams.until(1);
+  await callText(client, 'emit', { count: 3, intervalMs: 5 });
+  t.same(await logged.until(3), [1, 2, 3], 'three events on the GET stream');
+  const held = await currentGet(gateways[0]!, sessionId);
+
+  balancer.cut();
+  await gate.reconnections.until(1);
+  await waitFor('the GET stream held', bound(1000), async () => (await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_held_streams')) === 1);
+  const journaled = await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_journal_events_total');
+  // Sent through the other instance, so that instance 0 journals the GET stream's events only.
+  await emit(gateways[1]!.url, sessionId, 2 * WINDOW);
+  await waitFor('the held stream journaled past its window', bound(1000), async () => {
+    return (await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_journal_events_total')) >= journaled + 2 * WINDOW;
+  });
+  balancer.pin(resumeOn);
+  gate.open();
+  const [reset] = await resets.until(1);
+  t.equal(reset!.reason, 'gap', 'the client is told: its cursor is older than the journal window');
+
+  // Live at once on the fresh stream, well within the hold period the held one had left.
+  await callText(client, 'emit', { count: 2, intervalMs: 5 });
+  t.same(await logged.until(5), [1, 2, 3, 1, 2], 'live again on the fresh stream; nothing of the gap shown as if continuous');
+  t.equal(await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_held_streams'), 0, 'the held stream was let go');
+  t.equal(await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' }), 1, 'for the new stream');
+  const now = await currentGet(gateways[0]!, sessionId);
+  t.ok(held !== undefined && now !== undefined && now !== held, 'the signal\'s stream superseded the held one (E4)');
+  t.equal(await scrapeMetric(gateways[resumeOn]!.adminUrl, 'mcp_gateway_resumptions_total', { outcome: 'new_stream', reason: 'gap' }), 1);
+}
+
+t.test('a held GET is let go for the signal\'s fresh GET, on the instance that holds it', async (t) => {
+  await gapAfterHeld(t, 0);
+});
+
+t.test('a held GET is let go for the signal\'s fresh GET, held by the other instance', async (t) => {
+  await gapAfterHeld(t, 1);
+});
+
+t.test('a GET stream with its client attached is left alone: the signal ends after its notification', async (t) => {
+  const { gateways } = await fleet(t);
+  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
+  const sessionId = await rawSession(g0.url);
+  const streams = rawStreams(t);
+  const live = await streams.open(g0.url, sessionId);
+  const incarnation = await currentGet(g0, sessionId);
+  await emit(g0.url, sessionId, 2 * WINDOW);
+  const events = await live.events.until(2 * WINDOW);
+
+  for (const [i, gateway] of gateways.entries()) {
+    const gap = await streams.open(gateway.url, sessionId, events[0]!.id);
+    t.equal(gap.headers['mcp-resumption-reason'], 'gap', `through instance ${i}: a gap`);
+    await gap.ended;
+    t.equal(gap.events.items.length, 1, 'the notification, then the end: the owner keeps its one GET stream for the attached client');
+    t.match(JSON.parse(gap.events.items[0]!.data), { method: 'notifications/gateway/stream_reset', params: { reason: 'gap' } });
+  }
+  t.equal(await currentGet(g1, sessionId), incarnation, 'nothing superseded the live stream');
+  await emit(g1.url, sessionId, 2);
+  t.equal((await live.events.until(2 * WINDOW + 2)).length, 2 * WINDOW + 2, 'the attached client still gets the live events');
+  const resumed = await streams.open(g1.url, sessionId, live.events.items.at(-1)!.id);
+  t.equal(resumed.headers['mcp-resumption'], 'continued', 'and its stream stays resumable');
+});
+
+t.test('a held GET with a client tailing it through another instance is left alone', async (t) => {
+  const { gateways } = await fleet(t);
+  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
+  const sessionId = await rawSession(g0.url);
+  const streams = rawStreams(t);
+  const first = await streams.open(g0.url, sessionId);
+  await emit(g0.url, sessionId, 2 * WINDOW);
+  const events = await first.events.until(2 * WINDOW);
+  first.close();
+  await waitFor('the GET stream held', bound(1000), async () => (await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams')) === 1);
+  const tail = await streams.open(g1.url, sessionId, events.at(-1)!.id);
+  t.equal(tail.headers['mcp-resumption'], 'continued', 'continued through the other instance, which tails the journal');
+  // The tail's lease is written as its stream begins: once an event came through it, it is there.
+  await emit(g1.url, sessionId, 1);
+  await tail.events.until(1);
+
+  const gap = await streams.open(g0.url, sessionId, events[0]!.id);
+  t.equal(gap.headers['mcp-resumption-reason'], 'gap');
+  await gap.ended;
+  t.equal(gap.events.items.length, 1, 'the notification, then the end');
+  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams'), 1, 'the pump still holds the stream for the tailing client');
+  await emit(g1.url, sessionId, 2);
+  t.equal((await tail.events.until(3)).length, 3, 'which still gets the live events');
+});
