@@ -32,7 +32,8 @@ export interface AdminDeps {
 /** How long an operator is asked to wait when the store does not answer. */
 const STORE_RETRY_AFTER_S = 1;
 
-export function buildAdmin(deps: AdminDeps): FastifyInstance {
+/** An admin listener without its routes (the primary of workers adds its own: workers/admin.ts). */
+export function adminServer(deps: Pick<AdminDeps, 'config' | 'logger' | 'secrets'>): FastifyInstance {
   const logger = deps.logger.child({ listener: 'admin' });
   // Its own answers (404, 503, a request Node's parser refused) get their request lines
   // (log.requests); only the MCP listener's answers are counted.
@@ -45,6 +46,11 @@ export function buildAdmin(deps: AdminDeps): FastifyInstance {
     return503OnClosing: false,
   });
   answerUnrouted(admin, createAnswering({ config: deps.config, requests }));
+  return admin;
+}
+
+export function buildAdmin(deps: AdminDeps): FastifyInstance {
+  const admin = adminServer(deps);
 
   admin.get('/metrics', async (_request, reply) => {
     const body = await deps.registry.metrics();

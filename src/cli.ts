@@ -10,10 +10,11 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { format, parseArgs } from 'node:util';
+import cluster from 'node:cluster';
+import { parseArgs } from 'node:util';
 import { ConfigError, configFileFrom, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
-import type { Logger } from './logger.js';
+import { workerCount } from './workers/count.js';
 import { packageVersion } from './version.js';
 
 // The gateway itself (fastify, the store clients, metrics) and explain are loaded by the commands
@@ -81,7 +82,9 @@ async function main(argv: string[]): Promise<number> {
   }
   if (explainer !== undefined) return explainer.explainCommand(config, extra[0]!, parsed.values.session, parsed.values.json === true);
   if (command === 'check-config') {
-    process.stdout.write(`${file}: ok (${config.replicas.length} replicas, store ${config.store.type})\n`);
+    const workers = workerCount(config);
+    const said = config.workers === 1 ? '' : `, workers ${workers.count}${workers.note ? `: ${workers.note}` : ''}`;
+    process.stdout.write(`${file}: ok (${config.replicas.length} replicas, store ${config.store.type}${said})\n`);
     return 0;
   }
   return run(config, file);
@@ -93,66 +96,33 @@ function noDefaultFile(file: string): string {
 }
 
 async function run(config: Config, file: string): Promise<number> {
-  const [{ Registry }, { RESTART_ONLY }, { createLogger, flushLog, LogSecrets, redactUrl, stdoutDestination }, { buildServer }, { createStore }] = await Promise.all([
+  const [{ Registry }, { logReload, processLog, readForReload, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { createStore }] = await Promise.all([
     import('prom-client'),
-    import('./config/reload.js'),
+    import('./lifecycle.js'),
     import('./logger.js'),
     import('./server.js'),
     import('./store/index.js'),
   ]);
-  const secrets = new LogSecrets();
-  secrets.addConfig(config);
-  const destination = stdoutDestination();
-  const logger = createLogger(config.log.level, { secrets, destination });
-  routeConsole(logger);
+  const { logger, destination, secrets } = processLog(config);
+  const workers = workerCount(config);
+  if (workers.note) logger.info({ workers: config.workers, running: workers.count }, workers.note);
+  if (workers.count > 1) {
+    const { runPrimary } = await import('./workers/primary.js');
+    return runPrimary({ config, file, count: workers.count, logger, destination, secrets });
+  }
   const store = createStore(config.store, logger);
   const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets });
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
 
   process.on('SIGHUP', () => {
-    let next: Config;
-    try {
-      next = loadConfig(file);
-    } catch (err) {
-      // A bad file never replaces a running configuration (R4).
-      const problems = err instanceof ConfigError ? err.problems : [String(err)];
-      gateway.metrics.configReloads.inc({ result: 'invalid' });
-      logger.error({ file, result: 'invalid', problems }, 'configuration reload refused; the running configuration stays');
-      return;
-    }
+    const next = readForReload(file, logger, gateway.metrics.configReloads);
+    if (next === undefined) return;
     secrets.addConfig(next);
     const plan = gateway.reconfigure(next);
     gateway.metrics.configReloads.inc({ result: plan.result });
-    const said = { file, result: plan.result, applied: plan.applied, replicas: plan.config.replicas.map((r) => r.id) };
-    if (plan.result === 'applied') {
-      logger.info(said, 'configuration reloaded');
-      return;
-    }
-    const notApplied = Object.fromEntries(plan.notApplied.map((path) => [path, RESTART_ONLY[path]]));
-    logger.warn({ ...said, notApplied }, `configuration reloaded in part: ${plan.notApplied.join(', ')} not applied (restart to apply)`);
+    logReload(logger, file, plan);
   });
-
-  const stopped = new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: exiting at once');
-        resolve(1);
-        return;
-      }
-      stopping = true;
-      logger.info({ signal }, 'stopping');
-      gateway.close().then(
-        () => resolve(0),
-        (err: unknown) => {
-          logger.error({ err }, 'error while stopping');
-          resolve(1);
-        },
-      );
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
+  const stopped = stopOnSignals(['SIGTERM', 'SIGINT'], logger, () => gateway.close());
 
   try {
     await gateway.listen();
@@ -167,23 +137,8 @@ async function run(config: Config, file: string): Promise<number> {
   return code;
 }
 
-/**
- * Libraries that write to the console (ioredis warns there that a password was given to a Redis
- * that needs none) would put plain text among the JSON lines: their lines go through the logger.
- */
-function routeConsole(logger: Logger): void {
-  const library = logger.child({ from: 'library' });
-  const say = (level: 'info' | 'warn' | 'error') => (...args: unknown[]) => {
-    library[level](format(...args).replace(/^\[(WARN|ERROR|INFO)\]\s*/, ''));
-  };
-  console.log = say('info');
-  console.info = say('info');
-  console.debug = say('info');
-  console.warn = say('warn');
-  console.error = say('error');
-}
-
-main(process.argv.slice(2)).then(
+// A worker (workers > 1) is this program forked by its primary, which sends it its configuration.
+(cluster.isWorker ? import('./workers/worker.js').then(({ runWorker }) => runWorker()) : main(process.argv.slice(2))).then(
   (code) => {
     process.exitCode = code;
     // Listeners and timers are closed by now; exit does not wait for stray keep-alive sockets.

@@ -2,7 +2,7 @@
  * The metrics of CONTRACT.md §6, registered on an injected registry (no global registry: two
  * gateways in one process, as in the tests, keep their figures apart).
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, type Aggregator, type Registry } from 'prom-client';
 
 export type Metrics = ReturnType<typeof createMetrics>;
 
@@ -21,7 +21,10 @@ export function createMetrics(registry: Registry) {
   const registers = [registry];
   // Every metric but the requests counter (its own collect) is one of these, on this registry alone.
   const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Counter({ name, help, labelNames, registers });
-  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Gauge({ name, help, labelNames, registers });
+  // `aggregator`: how the primary of several workers (workers/primary.ts) combines the workers'
+  // values; a sum unless said otherwise.
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = [], aggregator: Aggregator = 'sum') =>
+    new Gauge({ name, help, labelNames, registers, aggregator });
   const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
     new Histogram({ name, help, labelNames, buckets, registers });
   const requestCounts = new Map<string, PendingSeries<{ method: string; status: string; replica: string }>>();
@@ -50,7 +53,8 @@ export function createMetrics(registry: Registry) {
     ),
     sseStreamsOpen: gauge('mcp_gateway_sse_streams_open', 'SSE streams open through the gateway, by owning replica.', ['replica']),
     sseEvents: counter('mcp_gateway_sse_events_total', 'SSE events forwarded to clients, by owning replica.', ['replica']),
-    replicaUp: gauge('mcp_gateway_replica_up', '1 when the replica takes new sessions, 0 when it is down.', ['replica']),
+    // Each worker probes on its own: 1 only when every worker sends the replica new sessions.
+    replicaUp: gauge('mcp_gateway_replica_up', '1 when the replica takes new sessions, 0 when it is down.', ['replica'], 'min'),
     storeDuration: histogram(
       'mcp_gateway_store_duration_seconds',
       'Duration of store operations, by operation.',
@@ -88,6 +92,9 @@ export function createMetrics(registry: Registry) {
     cursorKeyMismatch: gauge(
       'mcp_gateway_cursor_key_mismatch_instances',
       'Other gateway instances on this store whose cursor key differs from this one (their cursors are foreign_cursor here).',
+      [],
+      // Workers all see the same other instances: counted once, not once per worker.
+      'max',
     ),
     modernRequests: counter(
       'mcp_gateway_modern_requests_total',

@@ -38,6 +38,16 @@ export interface GatewayDeps {
   logger: Logger;
   /** Where a cursor secret agreed through the store is registered, to be scrubbed from the log. */
   secrets?: LogSecrets;
+  /** This instance's name among those sharing the store (logged by a worker on every line); unset: a new one. */
+  instanceId?: string;
+}
+
+export interface ListenOptions {
+  /**
+   * false: the MCP listener only. A worker (workers/worker.ts) serves no admin listener of its own:
+   * its primary serves one for all workers and asks each through `admin.inject`.
+   */
+  admin?: boolean;
 }
 
 export interface Gateway {
@@ -46,8 +56,8 @@ export interface Gateway {
   readonly fleet: Fleet;
   readonly store: Store;
   readonly metrics: Metrics;
-  /** Listens on both listeners; resolves with their base URLs. */
-  listen(): Promise<{ mcpUrl: string; adminUrl: string }>;
+  /** Listens on both listeners; resolves with their base URLs (adminUrl '' with `admin: false`). */
+  listen(options?: ListenOptions): Promise<{ mcpUrl: string; adminUrl: string }>;
   /**
    * Applies `config` live, except what needs a restart (see config/reload.ts), which keeps its
    * running value and is named in the returned plan.
@@ -71,7 +81,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const openStreams = new OpenStreams();
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
-  const agreement = new KeyAgreement({ keys, store, logger, metrics });
+  const agreement = new KeyAgreement({ keys, store, logger, metrics, instanceId: deps.instanceId });
   const pumps = new Pumps({ config: () => config, store, metrics, logger });
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, instanceId: agreement.instanceId });
   const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
@@ -164,10 +174,10 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     fleet,
     store,
     metrics,
-    async listen() {
+    async listen(options = {}) {
       await waitForStore(store, config.store.connectTimeoutMs, logger);
       const mcpUrl = await mcp.listen({ host: config.listen.host, port: config.listen.port });
-      const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
+      const adminUrl = options.admin === false ? '' : await admin.listen({ host: config.admin.host, port: config.admin.port });
       fleet.start();
       bindings.start();
       // A store that lost its data lost the agreed cursor secret with it: re-agree regularly, and
@@ -190,7 +200,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       void keyTick();
       secretRefresh = setInterval(keyTick, config.health.intervalMs);
       secretRefresh.unref();
-      logger.info({ mcp: `${mcpUrl}${config.path}`, admin: adminUrl, store: store.kind, replicas: config.replicas.length }, 'gateway listening');
+      if (options.admin === false) logger.info({ mcp: `${mcpUrl}${config.path}`, store: store.kind, replicas: config.replicas.length }, 'worker listening');
+      else logger.info({ mcp: `${mcpUrl}${config.path}`, admin: adminUrl, store: store.kind, replicas: config.replicas.length }, 'gateway listening');
       return { mcpUrl, adminUrl };
     },
     reconfigure(file) {

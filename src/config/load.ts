@@ -70,7 +70,11 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
   removeUnset(value);
 
   if (!validate(value)) {
-    for (const error of validator?.errors ?? []) {
+    // A value that matches no alternative (anyOf) is one problem, not one per alternative.
+    const errors = validator?.errors ?? [];
+    const alternatives = errors.filter((e) => e.keyword === 'anyOf').map((e) => `${e.schemaPath}/`);
+    for (const error of errors) {
+      if (alternatives.some((prefix) => error.schemaPath.startsWith(prefix))) continue;
       const { path, message } = describeError(error);
       const note = unset.get(pathKey(path));
       problem(nodeAt(doc, path), path, `${message}${note ? ` (${note} is not set)` : ''}`);
@@ -188,11 +192,25 @@ function describeError(error: ErrorObject): { path: Path; message: string } {
       return { path, message: `expected at least ${String(params['limit'])}` };
     case 'maximum':
       return { path, message: `expected at most ${String(params['limit'])}` };
+    case 'anyOf':
+      return { path, message: `expected ${describeAlternatives(error.schemaPath)}` };
     case 'minItems':
       return { path, message: `expected at least ${String(params['limit'])} item(s)` };
     default:
       return { path, message: `expected a value that ${error.message ?? 'validates'}` };
   }
+}
+
+/** The alternatives of the anyOf at `schemaPath` (#/properties/...), as a message says them. */
+function describeAlternatives(schemaPath: string): string {
+  const branches = schemaPath
+    .split('/')
+    .slice(1)
+    .reduce<unknown>((at, key) => (at as Record<string, unknown> | undefined)?.[key], ConfigSchema) as Record<string, unknown>[] | undefined;
+  const said = (Array.isArray(branches) ? branches : []).map((branch) =>
+    branch['const'] !== undefined ? String(branch['const']) : branch['minimum'] !== undefined ? `an ${String(branch['type'])} of at least ${String(branch['minimum'])}` : `a value of type ${String(branch['type'])}`,
+  );
+  return said.length > 0 ? said.join(' or ') : 'one of the allowed forms';
 }
 
 /**
@@ -246,6 +264,11 @@ function semanticProblems(config: Record<string, unknown>): { path: Path; messag
     }
   }
   if (isRecord(store)) problems.push(...storeProblems(store));
+  const workers = config['workers'];
+  if (typeof workers === 'number' && workers > 1 && (!isRecord(store) || (store['type'] ?? 'memory') === 'memory')) {
+    // Sessions, cursors and journals in memory are one process's: a second worker would not know them.
+    problems.push({ path: ['workers'], message: 'more than one worker needs store.type: redis (a memory store lives in one process; use workers: 1 or a Redis store)' });
+  }
   return problems;
 }
 

@@ -14,6 +14,8 @@ interface JsonSchema {
   required?: readonly string[];
   items?: JsonSchema;
   enum?: readonly unknown[];
+  const?: unknown;
+  anyOf?: readonly JsonSchema[];
   pattern?: string;
   minimum?: number;
   maximum?: number;
@@ -105,6 +107,8 @@ function row(path: string, schema: JsonSchema, required: boolean): string {
 }
 
 function typeOf(schema: JsonSchema): string {
+  if (schema.anyOf) return schema.anyOf.map(typeOf).join(' or ');
+  if (schema.const !== undefined) return `\`${String(schema.const)}\``;
   if (schema.enum) return schema.enum.map((v) => `\`${String(v)}\``).join(' \\| ');
   if (schema.type === 'array') {
     const items = schema.items?.type === 'object' ? 'entries below' : typeOf(schema.items ?? {});

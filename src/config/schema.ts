@@ -42,6 +42,11 @@ export const ConfigSchema = Type.Object(
     listen: Listener(8080, 'MCP endpoint'),
     admin: Listener(9464, 'admin listener (/metrics, /healthz, /readyz)'),
     path: Type.String({ pattern: '^/', default: '/mcp', description: 'public path of the MCP endpoint' }),
+    workers: Type.Union([Type.Integer({ minimum: 1 }), Type.Literal('auto')], {
+      default: 1,
+      description:
+        'gateway processes serving listen.port together (node:cluster), each a full instance on the shared store; auto: one per core (os.availableParallelism()). Above 1 the process started is their primary: it serves the admin listener for all of them, forwards SIGHUP and SIGTERM, and replaces a worker that dies. Needs store.type redis (auto with a memory store runs 1); restart to change',
+    }),
     store: Type.Object(
       {
         type: StringEnum(['memory', 'redis'], {

@@ -17,15 +17,22 @@ import type { Store } from '../store/types.js';
 const TICKS_ALIVE = 3;
 const MIN_ALIVE_MS = 10_000;
 
+/** A name for this process among the instances sharing the store. */
+export function newInstanceId(): string {
+  return `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
+}
+
 export class KeyAgreement {
   /** This process, among the instances sharing the store. */
-  readonly instanceId = `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
+  readonly instanceId: string;
   #disagreeing: readonly string[] = [];
   readonly #logged = new Set<string>();
 
   constructor(
-    private readonly deps: { keys: CursorKeys; store: Store; logger: Logger; metrics: Metrics },
-  ) {}
+    private readonly deps: { keys: CursorKeys; store: Store; logger: Logger; metrics: Metrics; instanceId?: string },
+  ) {
+    this.instanceId = deps.instanceId ?? newInstanceId();
+  }
 
   /** Publishes this instance's fingerprint and compares; rejects with a StoreError. */
   async check(intervalMs: number): Promise<void> {

@@ -26,6 +26,7 @@ t.test('a file with only replicas gets every default', async (t) => {
     listen: { host: '127.0.0.1', port: 8080 },
     admin: { host: '127.0.0.1', port: 9464 },
     path: '/mcp',
+    workers: 1,
     store: { type: 'memory', url: 'redis://127.0.0.1:6379', keyPrefix: 'mcpgw', connectTimeoutMs: 1000, commandTimeoutMs: 500, bindingCache: { maxEntries: 100_000 } },
     replicas: [{ id: 'r1', url: 'http://127.0.0.1:3001/mcp' }],
     balancer: 'round-robin',
@@ -236,6 +237,18 @@ t.test('the admin listener never shares the MCP listener', async (t) => {
   ], 'against the default admin port: reported at the listen.port that clashes');
   t.equal(parseConfig(`${REPLICA}listen: { port: 9000, host: 127.0.0.1 }\nadmin: { port: 9000, host: 127.0.0.2 }\n`, FILE, {}).admin.port, 9000, 'other host');
   t.equal(parseConfig(`${REPLICA}listen: { port: 0 }\nadmin: { port: 0 }\n`, FILE, {}).admin.port, 0, 'both any free port');
+});
+
+t.test('workers: an integer of at least 1 or auto; above 1 only with the Redis store', async (t) => {
+  const redis = 'store: { type: redis }\n';
+  t.equal(parseConfig(`${REPLICA}${redis}workers: 4\n`, FILE, {}).workers, 4);
+  t.equal(parseConfig(`${REPLICA}workers: auto\n`, FILE, {}).workers, 'auto', 'auto with memory is valid (it runs one)');
+  t.equal(parseConfig(`${REPLICA}workers: 1\n`, FILE, {}).workers, 1, 'one with memory');
+  for (const value of ['0', 'many', '1.5', 'true']) {
+    t.strictSame(problems(`${REPLICA}${redis}workers: ${value}\n`), [`${FILE}:5: workers: expected an integer of at least 1 or auto`], `${value}: one problem`);
+  }
+  t.strictSame(problems(`${REPLICA}workers: 2\n`), [`${FILE}:4: workers: more than one worker needs store.type: redis (a memory store lives in one process; use workers: 1 or a Redis store)`]);
+  t.equal(parseConfig(`${REPLICA}workers: \${N}\n${redis}`, FILE, { N: 'auto' }).workers, 'auto', 'from the environment');
 });
 
 t.test('legacySse: its two paths and the MCP path are three different routes', async (t) => {
