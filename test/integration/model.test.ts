@@ -1685,12 +1685,12 @@ const FLEET = fleetConfig(SEED);
 const HOLD_MS = WALK_MS + SHRINK_MS + bound(60_000);
 
 t.test(`model-based resumption walk, MODEL_SEED=${SEED} (${describeFleet(FLEET)}), at least ${STEPS} steps`, async (t: Test) => {
-  const replayed = [
-    PATH === undefined ? '' : ` MODEL_PATH=${PATH}`,
-    REPLAY === undefined ? '' : ` MODEL_REPLAY=${REPLAY}`,
+  // The fleet follows from the seed unless these chose it.
+  const fleetSet = [
     process.env['MODEL_JOURNAL'] === undefined ? '' : ` MODEL_JOURNAL=${process.env['MODEL_JOURNAL']}`,
     process.env['MODEL_LOGS'] === undefined ? '' : ` MODEL_LOGS=${process.env['MODEL_LOGS']}`,
   ].join('');
+  const replayed = [PATH === undefined ? '' : ` MODEL_PATH=${PATH}`, REPLAY === undefined ? '' : ` MODEL_REPLAY=${REPLAY}`, fleetSet].join('');
   t.comment(`fleet: ${describeFleet(FLEET)}`);
   t.comment(`replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed}${SKIP.size > 0 ? ` MODEL_SKIP=${[...SKIP].join(',')}` : ''}`);
   const started = performance.now();
@@ -1761,12 +1761,12 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED} (${describeFleet(FLEET)}
     const error = details.errorInstance;
     const message = error instanceof Error ? error.message : details.interrupted ? `the walk did not end within ${WALK_MS} ms` : String(error);
     const [what = '', ...trace] = message.split('\n');
-    t.fail(`${what} (replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed})`, {
+    t.fail(`${what} (replay with MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${fleetSet})`, {
       fleet: describeFleet(FLEET),
       trace,
       shortest: `${shrunk.length} steps (${details.numShrinks} shrinks, ${walksRun} walks run): ${shrunk.join(' ')}`,
-      replayWalk: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${replayed}`,
-      replayShortest: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS} MODEL_PATH=${String(details.counterexamplePath)} MODEL_REPLAY=${String(replayPath)}`,
+      replayWalk: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${fleetSet}`,
+      replayShortest: `MODEL_SEED=${SEED} MODEL_STEPS=${STEPS}${fleetSet} MODEL_PATH=${String(details.counterexamplePath)} MODEL_REPLAY=${String(replayPath)}`,
     });
     return;
   }
