@@ -142,6 +142,19 @@ t.test('J3: the pump gone, the owner’s log takes over; without one, the journa
   t.match(decide(journal({ view: withRecord(withLog, { ...dead }), ownerHealth: 'suspect' })), { kind: 'unavailable' }, 'a suspected owner, pump gone: 503');
 });
 
+t.test('J3 mixed ids: the pump gone, the journal first, then the owner’s log from the journal’s head where that event has an upstream id', async (t) => {
+  // Some events after the cursor without an upstream id: the owner cannot prove them.
+  const mixed = withRecord({ ...view, record: journaledGet, at: 'u3', after: [null, 'u5'] }, dead);
+  t.match(decide(journal({ view: mixed })), { kind: 'journal', seq: 3, live: false }, 'from the cursor: the journal');
+  // What follows the journal's last event is decided as a resumption from it (resume.ts).
+  const head: DecodeResult = { kind: 'ok', fields: { incarnation: record.id, seq: 5 } };
+  const atHead = { ...mixed, at: 'u5', after: [] };
+  t.match(decide(journal({ cursor: head, view: atHead })), { kind: 'continue', seq: 5, upstreamId: 'u5', expected: [] }, 'from its head: the owner’s log, after that id');
+  t.match(decide(journal({ cursor: head, view: { ...atHead, at: null } })), { kind: 'new_stream', reason: 'gap' }, 'a head event without an upstream id: gap');
+  t.match(decide(journal({ cursor: head, view: atHead, ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone' }, 'the owner gone: owner_gone');
+  t.match(decide(journal({ cursor: head, view: atHead, replayFailed: true })), { kind: 'new_stream', reason: 'gap' }, 'the owner did not replay exactly: gap');
+});
+
 t.test('J4: a POST stream’s journal survives its owner', async (t) => {
   const post = withRecord(noLog, { kind: 'post', pending: [7] });
   t.match(decide(journal({ view: post, ownerGone: true })), { kind: 'journal', live: true }, 'pump alive, owner gone');
