@@ -3,6 +3,7 @@
  * shared machine (CI runs on one core, beside other work).
  */
 import { setTimeout as delay } from 'node:timers/promises';
+import type { Store } from '../../src/store/types.js';
 
 /**
  * What a loaded machine may add to any bound: a stall of the event loop, a process scheduled late.
@@ -36,4 +37,17 @@ export async function waitFor(what: string, deadlineMs: number, check: () => Pro
     await delay(POLL_INTERVAL_MS);
   }
   throw new Error(`${what}: not within ${deadlineMs} ms${last === undefined ? '' : ` (last error: ${String(last)})`}`);
+}
+
+/** Bounds a store's (re)connection to a server that is up: a limit on failure, not an expected duration. */
+export const STORE_CONNECT_DEADLINE_MS = bound(5_000);
+
+/**
+ * Resolves once `store` answers, as the gateway does before it takes requests: a store just created,
+ * or whose server just restarted, refuses commands until its connection is ready (no offline
+ * queue), and on a loaded machine that can take longer than the one command timeout a first
+ * command waits for it.
+ */
+export async function storeAnswers(store: Pick<Store, 'ping'>, what = 'the store answers'): Promise<void> {
+  await waitFor(what, STORE_CONNECT_DEADLINE_MS, async () => (await store.ping(), true));
 }

@@ -5,7 +5,7 @@ import { createRedisStore } from '../../src/store/redis/index.js';
 import { epochsKey, incarnationKey, incarnationsKey, journalKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
 import { INCARNATIONS_LISTED, type JournalNote, type Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { bound, SLACK_MS, waitFor } from '../helpers/wait.js';
+import { bound, SLACK_MS, storeAnswers, waitFor } from '../helpers/wait.js';
 import { CONTRACT_JOBS, operations, redisHarness, storeContract } from './contract.js';
 
 // ioredis's own slot function (a dependency of ioredis, without types of its own).
@@ -37,6 +37,18 @@ function inspector(t: Test, server: RedisServer): Redis {
   const redis = new Redis(server.url);
   t.teardown(() => redis.quit());
   return redis;
+}
+
+/**
+ * A store on `own` that answered once, for the cases that restart or cut its server: they measure
+ * no timeout, so their commands get one far above an event-loop stall, and each waits for the
+ * (re)connection before its first command.
+ */
+async function connectedStore(t: Test, own: RedisServer): Promise<Store> {
+  const store = makeStore(own, undefined, LONG_COMMAND_TIMEOUT_MS);
+  t.teardown(() => store.close());
+  await storeAnswers(store);
+  return store;
 }
 
 async function elapsedMs(fn: () => Promise<unknown>): Promise<number> {
@@ -356,27 +368,25 @@ t.test('redis: faults', { jobs: 6 }, async (t) => {
     await waitFor('client errors reported to onError', RECOVERY_DEADLINE_MS, async () => errors.length > 0);
 
     await own.restart({ keepData: false });
-    await waitFor('ping succeeds after restart', RECOVERY_DEADLINE_MS, async () => (await store.ping(), true));
+    await storeAnswers(store, 'the store answers after the restart');
     t.equal(await store.touchSession('s1', 60_000), null, 'a restart that lost the data loses the session');
     t.equal(await store.bindSession({ sessionId: 's2', owner: 'r1', ownerEpoch: 'e1' }, 60_000), true);
   });
 
   t.test('restarted without its data: the secret is lost with it, and the next candidate wins', async (t) => {
     const own = await startRedisServer(t);
-    const store = makeStore(own);
-    t.teardown(() => store.close());
+    const store = await connectedStore(t, own);
     t.equal(await store.agreeSecret('before'), 'before');
     await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
     await own.restart({ keepData: false });
-    await waitFor('ping succeeds after restart', RECOVERY_DEADLINE_MS, async () => (await store.ping(), true));
+    await storeAnswers(store, 'the store answers after the restart');
     t.equal(await store.agreeSecret('after'), 'after', 'cursors signed before the restart are foreign now');
     t.equal(await store.readIncarnation('s1', 'g1', 0), null, 'and their incarnations are gone too');
   });
 
   t.test('restarted without its data: watchers are reset and their notes stop, then flow again; the generation is new', async (t) => {
     const own = await startRedisServer(t);
-    const store = makeStore(own);
-    t.teardown(() => store.close());
+    const store = await connectedStore(t, own);
     const { seen, until } = watchLog(t, store);
     await until(() => seen.includes('flowing'));
     const before = await store.agreeGeneration('generation-1');
@@ -384,7 +394,7 @@ t.test('redis: faults', { jobs: 6 }, async (t) => {
     await until(() => seen.includes('reset') && seen.includes('stopped'));
     await until(() => seen.lastIndexOf('flowing') > seen.indexOf('stopped'));
     t.equal(seen.filter((s) => s === 'flowing').length, 2, 'flowing at first, and again after the restart');
-    await waitFor('ping succeeds after restart', RECOVERY_DEADLINE_MS, async () => (await store.ping(), true));
+    await storeAnswers(store, 'the store answers after the restart');
     t.equal(before, 'generation-1');
     t.equal(await store.agreeGeneration('generation-2'), 'generation-2', 'a store that lost its data has a new generation');
     await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, 60_000);
@@ -395,8 +405,7 @@ t.test('redis: faults', { jobs: 6 }, async (t) => {
 
   t.test('the notes connection killed alone: its watchers stop, then flow again once subscribed', async (t) => {
     const own = await startRedisServer(t);
-    const store = makeStore(own);
-    t.teardown(() => store.close());
+    const store = await connectedStore(t, own);
     const { seen, until } = watchLog(t, store);
     await until(() => seen.includes('flowing'));
     const redis = inspector(t, own);
@@ -411,8 +420,7 @@ t.test('redis: faults', { jobs: 6 }, async (t) => {
 
   t.test('restarted with its data: sessions are still there', async (t) => {
     const own = await startRedisServer(t);
-    const store = makeStore(own);
-    t.teardown(() => store.close());
+    const store = await connectedStore(t, own);
     await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, 60_000);
     await store.retireReplicaEpoch('r1', '', 'e2');
     await store.agreeSecret('kept');
@@ -432,6 +440,7 @@ t.test('redis: faults', { jobs: 6 }, async (t) => {
     const own = await startRedisServer(t);
     const store = makeStore(own);
     t.teardown(() => store.close());
+    await storeAnswers(store);
     t.teardown(() => own.resume());
     await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, 60_000);
 
@@ -442,7 +451,7 @@ t.test('redis: faults', { jobs: 6 }, async (t) => {
       t.ok(ms < bound(2 * COMMAND_TIMEOUT_MS), `${op} failed in ${ms.toFixed(0)} ms, not a hang`);
     }
     own.resume();
-    await waitFor('ping succeeds after resume', RECOVERY_DEADLINE_MS, async () => (await store.ping(), true));
+    await storeAnswers(store, 'the store answers after the resume');
     t.match(await store.touchSession('s1', 60_000), { owner: 'r1', state: 'active' });
   });
 });

@@ -13,7 +13,7 @@ import { BATCH_COST_BYTES, EVENT_COST_BYTES, UnrecordedRecords, type RecordTarge
 import { testConfig } from '../helpers/gateway.js';
 import { metricValue } from '../helpers/gateway.js';
 import { startRedisServer } from '../helpers/redis-server.js';
-import { bound, waitFor } from '../helpers/wait.js';
+import { bound, storeAnswers, waitFor } from '../helpers/wait.js';
 
 const COMMAND_TIMEOUT_MS = 200;
 const TTL_MS = 60_000;
@@ -29,7 +29,7 @@ interface Harness {
   registry: Registry;
 }
 
-function harness(t: Test, unrecorded: { streamBytes?: number; totalBytes?: number } = {}): Harness {
+async function harness(t: Test, unrecorded: { streamBytes?: number; totalBytes?: number } = {}): Promise<Harness> {
   const store = createRedisStore({ url: server.url, keyPrefix: 'unrec', connectTimeoutMs: 500, commandTimeoutMs: COMMAND_TIMEOUT_MS });
   const registry = new Registry();
   const metrics = createMetrics(registry);
@@ -40,6 +40,8 @@ function harness(t: Test, unrecorded: { streamBytes?: number; totalBytes?: numbe
     await records.settle(0);
     await store.close();
   });
+  // Its first connection first: the tests below send their first command right away.
+  await storeAnswers(store);
   return { store, records, metrics, registry };
 }
 
@@ -61,7 +63,7 @@ async function recorded(store: Store, s: { sessionId: string; incarnation: strin
 }
 
 t.test('while the store answers, a batch is recorded before record() resolves', async (t) => {
-  const h = harness(t);
+  const h = await harness(t);
   const s = await getStream(h.store);
   const stream = h.records.stream({ ...s, attach: 1 });
   t.equal(await stream.record(1, ids(1, 3), [], 0), 'ok');
@@ -70,7 +72,7 @@ t.test('while the store answers, a batch is recorded before record() resolves', 
 });
 
 t.test('store blocked: events leave after one attempt, the rest at once, and are recorded in order once it answers', async (t) => {
-  const h = harness(t);
+  const h = await harness(t);
   const a = await getStream(h.store);
   const b = await getStream(h.store);
   const streamA = h.records.stream({ ...a, attach: 1 });
@@ -102,7 +104,7 @@ t.test('store blocked: events leave after one attempt, the rest at once, and are
 });
 
 t.test('a POST stream whose first batch fails keeps its cursors: its incarnation is created late', async (t) => {
-  const h = harness(t);
+  const h = await harness(t);
   const sessionId = `s${++sessions}`;
   await h.store.bindSession({ sessionId, owner: 'r1', ownerEpoch: '' }, TTL_MS);
   const target: RecordTarget = { sessionId, incarnation: 'post-1', attach: 1, create: { owner: 'r1', kind: 'post', pending: [7] } };
@@ -120,7 +122,7 @@ t.test('a POST stream whose first batch fails keeps its cursors: its incarnation
 const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => `event: message\ndata: {"seq":${from + i}}\n\n`);
 
 t.test('journal: events held during an outage are journaled late, in order, each once, and their bytes count in the bounds', async (t) => {
-  const h = harness(t);
+  const h = await harness(t);
   const s = await getStream(h.store);
   const stream = h.records.stream({ ...s, attach: 1 });
   t.equal(await stream.record(1, ids(1, 2), [], 0, blocks(1, 2)), 'ok');
@@ -136,7 +138,7 @@ t.test('journal: events held during an outage are journaled late, in order, each
 });
 
 t.test('journal: held batches with and without payloads are written apart, so the store takes each', async (t) => {
-  const h = harness(t);
+  const h = await harness(t);
   const s = await getStream(h.store);
   const stream = h.records.stream({ ...s, attach: 1 });
   t.equal(await stream.record(1, ids(1, 1), [], 0, blocks(1, 1)), 'ok');
@@ -157,7 +159,7 @@ t.test('journal: held batches with and without payloads are written apart, so th
 
 t.test('past the stream bound, the stream goes on unrecorded: later batches are never written', async (t) => {
   const perBatch = BATCH_COST_BYTES + 10 * (EVENT_COST_BYTES + 3);
-  const h = harness(t, { streamBytes: 3 * perBatch + 10 });
+  const h = await harness(t, { streamBytes: 3 * perBatch + 10 });
   const s = await getStream(h.store);
   const other = await getStream(h.store);
   const stream = h.records.stream({ ...s, attach: 1 });
@@ -179,7 +181,7 @@ t.test('past the stream bound, the stream goes on unrecorded: later batches are 
 
 t.test('past the total bound, the stream that would cross it goes on unrecorded', async (t) => {
   const perBatch = BATCH_COST_BYTES + 10 * (EVENT_COST_BYTES + 3);
-  const h = harness(t, { totalBytes: 2 * perBatch + 10 });
+  const h = await harness(t, { totalBytes: 2 * perBatch + 10 });
   const a = h.records.stream({ ...(await getStream(h.store)), attach: 1 });
   const b = h.records.stream({ ...(await getStream(h.store)), attach: 1 });
   server.pause();
@@ -194,7 +196,7 @@ t.test('past the total bound, the stream that would cross it goes on unrecorded'
 });
 
 t.test('settle: writes the backlog when the store answers, gives it up when it does not', async (t) => {
-  const h = harness(t);
+  const h = await harness(t);
   const s = await getStream(h.store);
   const stream = h.records.stream({ ...s, attach: 1 });
   server.pause();
@@ -203,7 +205,7 @@ t.test('settle: writes the backlog when the store answers, gives it up when it d
   await h.records.settle(FLUSH_DEADLINE_MS);
   t.same((await recorded(h.store, s)).head, 3, 'written before settle resolved');
 
-  const h2 = harness(t);
+  const h2 = await harness(t);
   const s2 = await getStream(h2.store);
   const stream2 = h2.records.stream({ ...s2, attach: 1 });
   server.pause();
