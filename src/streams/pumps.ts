@@ -107,12 +107,32 @@ export class Pumps {
       hold.unwatch = this.#deps.store.watchJournal(pump.sessionId, pump.incarnation, (note) => {
         if (note.kind !== 'head') this.#release(pump, 'superseded');
       });
+      void this.#releaseIfSuperseded(pump, hold);
     }
     const max = this.#deps.config().resumption.journal.maxHeld;
     for (const oldest of this.#held.keys()) {
       if (this.#held.size <= max) break;
       this.#release(oldest, 'cap');
     }
+  }
+
+  /**
+   * A newer GET may have superseded this stream while its client was still attached, before
+   * anything listened for the note: a stream held only now learns of it from the store, and goes,
+   * or the replica would answer every new GET of the session 409 until this hold ends.
+   */
+  async #releaseIfSuperseded(pump: Pump, hold: Hold): Promise<void> {
+    let current: string | undefined;
+    try {
+      const view = await this.#deps.store.readIncarnation(pump.sessionId, pump.incarnation, pump.pipe.delivered);
+      if (view === null) return;
+      current = view.currentGet;
+    } catch {
+      // The store does not answer: the notes and the hold period still bound this stream.
+      return;
+    }
+    if (this.#held.get(pump) !== hold) return;
+    if (current !== undefined && current !== pump.incarnation) this.#release(pump, 'superseded');
   }
 
   #unhold(pump: Pump): void {

@@ -152,3 +152,29 @@ t.test('a held GET with a client tailing it through another instance is left alo
   await emit(g1.url, sessionId, 2);
   t.equal((await tail.events.until(3)).length, 3, 'which still gets the live events');
 });
+
+t.test('a GET stream superseded while its client was still attached goes when it becomes held', async (t) => {
+  const { gateways } = await fleet(t);
+  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
+  const sessionId = await rawSession(g0.url);
+  const streams = rawStreams(t);
+  const first = await streams.open(g0.url, sessionId);
+  const incarnation = await currentGet(g0, sessionId);
+  // A plain GET through the other instance supersedes the first (E4) while its client is still
+  // there: the replica keeps its one GET stream for that client and answers the new one 409.
+  const second = await streams.open(g1.url, sessionId);
+  t.equal(second.status, 409, 'the replica keeps its one GET stream while the first client is attached');
+  const superseding = await currentGet(g0, sessionId);
+  t.ok(superseding !== undefined && superseding !== incarnation, 'the store holds the newer GET as current');
+
+  // The first client goes: its stream is held, already superseded, so it is let go at once.
+  first.close();
+  await waitFor('the superseded stream let go', bound(1000), async () => {
+    return (await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' })) === 1;
+  });
+  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams'), 0, 'nothing held');
+  const third = await streams.open(g1.url, sessionId);
+  t.equal(third.status, 200, 'a new GET is served at once, not after the hold period');
+  await emit(g1.url, sessionId, 2);
+  t.equal((await third.events.until(2)).length, 2, 'and gets the live events');
+});

@@ -308,7 +308,7 @@ interface Stats {
   conflicts: number;
   unavailable: number;
   unavailableInitialize: number;
-  /** Plain GETs answered 409 for good with the journal: the known open bug in plainGet. */
+  /** Plain GETs answered 409 with the journal: a GET that superseded a stream its client had just left (plainGet). */
   heldConflicts: number;
   eventsEmitted: number;
   eventsDelivered: number;
@@ -839,11 +839,10 @@ class Model {
       }
       this.note(`plain GET ${client.name}/${session.label} via ${route.name}: ${response.status}`);
       if (response.status === 409 && this.fleet.journal) {
-        // A known open bug, left out here: a plain GET right after its client left the session's
-        // GET stream, before that stream's gateway saw it go (held, J2), supersedes it while it
-        // still has a client, so the superseding note does not let it go; held afterwards, it
-        // keeps the owner's one GET stream until its hold ends, and every plain GET of the session
-        // is answered 409 until then. The client gives the session up.
+        // A plain GET right after its client left the session's GET stream, before that stream's
+        // gateway saw it go (held, J2), supersedes it while it still has a client: the owner
+        // answers it 409. The old stream goes as soon as it is held (it finds itself superseded
+        // in the store), so a later GET would be served; the walk's client gives the session up.
         this.stats.heldConflicts++;
         await this.renew(client);
         return;
