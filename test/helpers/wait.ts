@@ -17,6 +17,14 @@ export function bound(configuredMs: number): number {
   return configuredMs + SLACK_MS;
 }
 
+/**
+ * health.timeoutMs for tests whose replicas must not be declared gone by a slow probe (one failed
+ * probe is enough where unhealthyThreshold is 1): far above a stall of a loaded machine, where
+ * the default (1 s) is not. A killed replica refuses its probe at once, so this slows down
+ * nothing the tests wait for.
+ */
+export const PROBE_TIMEOUT_MS = 10_000;
+
 /** How often waitFor looks again: often enough not to slow a test down, rarely enough not to load it. */
 export const POLL_INTERVAL_MS = 20;
 

@@ -11,7 +11,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { post, rawSession, SESSION_NOT_FOUND, toolCallBody } from '../helpers/http.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
-import { bound, waitFor } from '../helpers/wait.js';
+import { bound, PROBE_TIMEOUT_MS, waitFor } from '../helpers/wait.js';
 
 /** Long enough that nothing in a test is explained by a tick: only a note can. */
 const NO_TICK_MS = 600_000;
@@ -56,7 +56,7 @@ async function twoInstances(t: Test, opts: { aTickMs?: number; bTickMs: number }
   const settings = (intervalMs: number) => ({
     store: { type: 'redis', url: redis.url },
     replicas: [{ id: replica!.id, url: replica!.url }],
-    health: { intervalMs, unhealthyThreshold: 1 },
+    health: { intervalMs, timeoutMs: PROBE_TIMEOUT_MS, unhealthyThreshold: 1 },
   });
   const [a, b] = await Promise.all([startGatewayProcess(t, settings(opts.aTickMs ?? NO_TICK_MS)), startGatewayProcess(t, settings(opts.bTickMs))]);
   return { redis, replica: replica!, a, b };

@@ -10,6 +10,7 @@ import { createMetrics } from '../../src/metrics.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { testConfig } from '../helpers/gateway.js';
 import { refusingPort } from '../helpers/http.js';
+import { PROBE_TIMEOUT_MS } from '../helpers/wait.js';
 
 async function server(t: Test, status: () => number): Promise<{ url: string; paths: string[]; http: Server }> {
   const paths: string[] = [];
@@ -24,7 +25,7 @@ async function server(t: Test, status: () => number): Promise<{ url: string; pat
 }
 
 function fleetFor(t: Test, replicas: { id: string; url: string }[], health: Record<string, unknown> = {}) {
-  const config = testConfig({ replicas, health: { intervalMs: 60_000, ...health } });
+  const config = testConfig({ replicas, health: { intervalMs: 60_000, timeoutMs: PROBE_TIMEOUT_MS, ...health } });
   const store = createMemoryStore();
   const metrics = createMetrics(new Registry());
   const fleet = new Fleet({ config, store, metrics, logger: createLogger('silent') });
