@@ -1210,7 +1210,6 @@ class Model {
     const byBalancer = route.pin !== undefined && rng.chance(0.5);
     const rpc = ++this.#rpc;
     const what = `call ${client.name}/${session.label} via ${route.name}`;
-    const journaledBefore = journal ? await this.journaledEvents() : 0;
     const opened = await wireOpen(this.target(route), {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, ...this.headers(session) },
@@ -1267,8 +1266,9 @@ class Model {
     if (fault === 'answered' || fault === 'killAnswered') {
       // The held stream (J2) reads on until the response has passed: every event of the call, the
       // response included, is journaled.
-      const all = journaledBefore + CALL_EVENTS + 1;
-      await waitFor(`${what}: the call's ${CALL_EVENTS} events and its response journaled`, bound(CALL_EVENTS * CALL_INTERVAL_MS), async () => (await this.journaledEvents()) >= all);
+      // Read off this call's own incarnation (its record settles the call once the response is
+      // recorded, with its bytes): the instances' journal counts also move with other streams.
+      await waitFor(`${what}: the call's ${CALL_EVENTS} events and its response journaled`, bound(CALL_EVENTS * CALL_INTERVAL_MS), async () => (await this.pendingCalls(session.id, cursor)) === 0);
       this.note(`${what}: its response was journaled`);
       if (fault === 'killAnswered') await this.kill(session.replica);
     }
@@ -1401,6 +1401,13 @@ class Model {
   }
 
   /** Events journaled by both gateway instances (§8 J1), as they count them. */
+  /** The calls the cursor's incarnation still awaits a response for, as the store holds it. */
+  async pendingCalls(sessionId: string, cursor: string): Promise<number | undefined> {
+    const url = `${this.gateways[0]!.adminUrl}/debug/explain?cursor=${encodeURIComponent(cursor)}&session=${encodeURIComponent(sessionId)}`;
+    const view = (await (await fetch(url)).json()) as { incarnation?: { record?: { pendingCalls?: number } } | null };
+    return view.incarnation?.record?.pendingCalls;
+  }
+
   async journaledEvents(): Promise<number> {
     const values = await Promise.all(this.gateways.map((g) => metricValue(g.registry, 'mcp_gateway_journal_events_total')));
     return values.reduce((a, b) => a + b, 0);
