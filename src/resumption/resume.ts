@@ -15,8 +15,9 @@ import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { CursorCodec } from '../cursor/codec.js';
-import type { HeldGetRelease, JournalRead, SessionRecord, Store } from '../store/types.js';
-import { HELD_GET_ATTEMPTS, HELD_GET_BACKOFF_MS, type Pumps } from '../streams/pumps.js';
+import type { JournalRead, SessionRecord, Store } from '../store/types.js';
+import { askOwner } from '../streams/held-get.js';
+import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
@@ -375,21 +376,14 @@ export function createResumption(kit: ResumeKit) {
   }
 
   /**
-   * A GET stream from the owner without Last-Event-ID, to follow a signal. Undefined when none opens.
-   *
-   * The owner answers 409 while the session's GET stream is open there (the SDK's server has one
-   * per session). Held with no client (J2), that stream is asked to go (releaseHeldGet: its pump,
-   * on whichever instance, lets it go if no client is attached to it) and the fresh GET is retried
-   * briefly, as it is for an owner that has not yet noticed the old stream's close. One with a
-   * client attached through another instance is left alone at once; one with a client attached to
-   * its pump stays too, and the retries run out: the signal then ends after its notification.
+   * A GET stream from the owner without Last-Event-ID, to follow a signal. Undefined when none
+   * opens: the owner's 409 while the session's GET stream has a client (held-get.ts), or any other
+   * refusal; the signal then ends after its notification.
    */
   async function openFreshStream(request: FastifyRequest, session: SessionRecord, owner: ReplicaConfig, res: ServerResponse) {
-    for (let attempt = 1; ; attempt++) {
-      const abort = new UpstreamAbort();
-      let response: UpstreamResponse;
+    const ask = async (abort: UpstreamAbort) => {
       try {
-        response = await kit.send(request, owner, {}, abort);
+        return await kit.send(request, owner, {}, abort);
       } catch (err) {
         if (isRefused(err)) {
           await fleet.reportRefused(owner.id);
@@ -397,25 +391,15 @@ export function createResumption(kit: ResumeKit) {
         }
         return undefined;
       }
-      if (response.statusCode === 200 && isEventStream(response)) return { response, abort };
-      await response.body.dump().catch(() => undefined);
-      // R4: the owner no longer knows the session (a restarted replica answers so).
-      if (response.statusCode === 404) kit.loseSession(session, 'owner answered 404');
-      if (response.statusCode !== 409 || attempt >= HELD_GET_ATTEMPTS || res.destroyed) return undefined;
-      if ((await releaseHeldGet(session.sessionId)) === 'tailed') return undefined;
-      await new Promise((resolve) => setTimeout(resolve, HELD_GET_BACKOFF_MS * attempt));
-    }
-  }
-
-  /** Asked at each 409 (a note lost, or sent before the pump watched, only costs a retry). */
-  async function releaseHeldGet(sessionId: string): Promise<HeldGetRelease> {
-    try {
-      return await store.releaseHeldGet(sessionId);
-    } catch (err) {
-      if (!isStoreError(err)) throw err;
-      // Nothing can be asked without the store: the retries stay as for any 409.
-      return 'none';
-    }
+    };
+    const asked = await askOwner(store, session.sessionId, ask, () => !res.destroyed);
+    if (asked === undefined) return undefined;
+    const { response } = asked;
+    if (response.statusCode === 200 && isEventStream(response)) return asked;
+    await response.body.dump().catch(() => undefined);
+    // R4: the owner no longer knows the session (a restarted replica answers so).
+    if (response.statusCode === 404) kit.loseSession(session, 'owner answered 404');
+    return undefined;
   }
 
   /**

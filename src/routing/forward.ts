@@ -13,7 +13,7 @@ import type { Metrics } from '../metrics.js';
 import { RecentIds } from '../recent-ids.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { Pumps } from '../streams/pumps.js';
-import type { Attachment, SseStreams } from '../streams/sse-streams.js';
+import type { SseStreams } from '../streams/sse-streams.js';
 import {
   describeUpstreamError,
   isAbort,
@@ -71,8 +71,6 @@ export interface Forwarding {
    * eras/legacy-sse.ts: the session an SSE stream announces).
    */
   watch?: (response: UpstreamResponse, replica: ReplicaConfig) => UpstreamResponse;
-  /** A GET stream's incarnation, when recorded before the request was forwarded (E4 with the journal). */
-  incarnation?: Attachment;
 }
 
 /** A forwarding before its replica is chosen. */

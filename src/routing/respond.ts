@@ -47,11 +47,11 @@ export function createRespond(deps: ProxyDeps) {
     let cursors: CursorTarget | undefined;
     if (sessionId !== undefined) {
       try {
-        // A GET supersedes the session's earlier GET streams now (E4); a POST stream is recorded
-        // with its first events.
+        // A GET stream that opened supersedes the session's earlier GET streams now, before any
+        // of its events leaves (E4, E5); a POST stream is recorded with its first events.
         attachment =
           kind === 'get'
-            ? (forwarding.incarnation ?? (await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })))
+            ? await streams.openIncarnation(sessionId, replica.id, kind, { supersede: true })
             : streams.lazyIncarnation(sessionId, replica.id, calls ?? []);
         cursors = await streams.cursors(attachment);
       } catch (err) {

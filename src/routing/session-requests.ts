@@ -8,14 +8,14 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
 import { sessionTarget } from '../eras/legacy-sse.js';
 import type { SessionRecord } from '../store/types.js';
-import { HELD_GET_ATTEMPTS, HELD_GET_BACKOFF_MS } from '../streams/pumps.js';
-import { UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { askOwner } from '../streams/held-get.js';
+import type { UpstreamAbort } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';
 
 export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
-  const { store, fleet, bindings, logger, answer, streams } = deps;
+  const { store, fleet, bindings, logger, answer } = deps;
   const { sendToOwner, reportStatus, loseSession } = forwarder;
 
   /** R2 to R4: a request of an existing session, to its owner and nowhere else. */
@@ -48,35 +48,21 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
       return answer(request, reply, 'GW_REPLICA_SUSPECT', { detail: record.owner });
     }
     const attempt: Forwarding = { ...forwarding, replica, sessionId, ...sessionTarget(record) };
-    let abort = new UpstreamAbort();
     // R4: nothing listens where the owner was; its sessions are gone with it.
     const refused = () => {
       loseSession(record, 'owner refused the connection');
       return answer(request, reply, 'GW_SESSION_NOT_FOUND');
     };
+    // Never retried elsewhere: the session lives on its owner only (R1, R2).
+    const ask = (abort: UpstreamAbort) => sendToOwner(request, reply, attempt, abort, refused);
     // E4 with the journal: the session's GET stream may be held open with no client (J2), and the
-    // replica has one GET stream per session (the SDK's server answers a second one 409). The new
-    // stream supersedes it before it is asked for, which lets the held one go at once (pumps.ts);
-    // a 409 while it goes is retried briefly.
-    const supersedeFirst = request.method === 'GET' && config.resumption.journal.enabled;
-    if (supersedeFirst) {
-      try {
-        attempt.incarnation = await streams.openIncarnation(sessionId, record.owner, 'get', { supersede: true });
-      } catch (err) {
-        if (!isStoreError(err)) throw err;
-        return answer(request, reply, 'GW_STORE_UNAVAILABLE');
-      }
-    }
-    let response: UpstreamResponse | undefined;
-    for (let tries = 1; ; tries++) {
-      // Never retried elsewhere: the session lives on its owner only (R1, R2).
-      response = await sendToOwner(request, reply, attempt, abort, refused);
-      if (response === undefined) return;
-      if (!supersedeFirst || response.statusCode !== 409 || tries >= HELD_GET_ATTEMPTS || reply.raw.destroyed) break;
-      await response.body.dump().catch(() => undefined);
-      await new Promise((resolve) => setTimeout(resolve, HELD_GET_BACKOFF_MS * tries));
-      abort = new UpstreamAbort();
-    }
+    // replica has one GET stream per session (the SDK's server answers a second one 409). The owner
+    // is asked first, a held stream let go on its 409 (held-get.ts), and only a stream that opened
+    // supersedes the session's GET stream (respond.ts): a refused one leaves a live one resumable.
+    const journaledGet = request.method === 'GET' && config.resumption.journal.enabled;
+    const asked = await askOwner(store, sessionId, ask, () => journaledGet && !reply.raw.destroyed);
+    if (asked === undefined) return;
+    const { response, abort } = asked;
     reportStatus(record.owner, response.statusCode);
     fleet.sessionSeen(record.owner, sessionId);
     if (response.statusCode === 404) {

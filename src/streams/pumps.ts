@@ -7,9 +7,9 @@
  * A held POST stream ends once every awaited response has passed (pipe.ts). A held GET stream is
  * let go after resumption.journal.holdMs, or holdMs after the last lease of a client attached
  * through another instance (touchTail), whichever is later; at once when a newer GET of its
- * session supersedes it (E4: the replica would answer the new one 409 while this one is open), or
- * a new stream's fresh GET asks it to go (releaseHeldGet, after the replica's 409); and the oldest
- * first when more than maxHeld are held. A stream with a client attached is never let go so.
+ * session supersedes it (E4), or a new GET of the session asks it to go (releaseHeldGet, after the
+ * replica's 409: held-get.ts); and the oldest first when more than maxHeld are held. A stream with
+ * a client attached is never let go so.
  */
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../logger.js';
@@ -24,14 +24,6 @@ import type { HoldOptions, SsePipe } from './pipe.js';
 export const PUMP_LEASE_MS = 6000;
 /** The lease of a client attached by tailing (touchTail), renewed a third of it before it ends. */
 export const TAIL_LEASE_MS = 6000;
-/**
- * A GET that lets a held GET of its session go (superseding it, E4, or asking it to go, for a new
- * stream's fresh GET) may be answered 409 by the replica until it has seen the held one close:
- * tried this often, waiting this much longer each time (1 s in all), as CONTRACT.md §5 allows.
- */
-export const HELD_GET_ATTEMPTS = 5;
-export const HELD_GET_BACKOFF_MS = 100;
-
 export interface Pump {
   readonly sessionId: string;
   readonly incarnation: string;
@@ -102,7 +94,7 @@ export class Pumps {
     this.#deps.metrics.heldStreams.inc();
     if (pump.kind === 'get') {
       this.#arm(pump, hold, this.#deps.config().resumption.journal.holdMs);
-      // Superseded by a newer GET, closed, or asked to go for a new stream's fresh GET (which
+      // Superseded by a newer GET, closed, or asked to go for a new GET of the session (which
       // then supersedes it): the replica answers the new GET 409 while this one is open.
       hold.unwatch = this.#deps.store.watchJournal(pump.sessionId, pump.incarnation, (note) => {
         if (note.kind !== 'head') this.#release(pump, 'superseded');
@@ -117,9 +109,10 @@ export class Pumps {
   }
 
   /**
-   * A newer GET may have superseded this stream while its client was still attached, before
-   * anything listened for the note: a stream held only now learns of it from the store, and goes,
-   * or the replica would answer every new GET of the session 409 until this hold ends.
+   * A newer GET may have superseded this stream while its client was still attached (a replica
+   * that serves more than one GET stream per session opened it), before anything listened for the
+   * note: a stream held only now learns of it from the store, and goes, since no client can
+   * continue a superseded stream and the replica's stream would stay open for nothing.
    */
   async #releaseIfSuperseded(pump: Pump, hold: Hold): Promise<void> {
     let current: string | undefined;

@@ -1,13 +1,14 @@
 /**
- * A new stream's fresh GET against a held one (CONTRACT.md §5 signal mode, E4, §8 J2), on real
- * processes: an SDK replica without an event log (one GET stream per session, 409 to a second),
- * gateway processes on one redis-server, the real SDK client behind a balancer that cuts.
+ * A GET against a held one (CONTRACT.md E4, §5 signal mode, §8 J2), on real processes: an SDK
+ * replica without an event log (one GET stream per session, 409 to a second), gateway processes on
+ * one redis-server, the real SDK client behind a balancer that cuts.
  *
  * A GET stream held with no client attached (on the instance the client comes back to, or on the
- * other one) is let go for the signal's fresh GET, which then supersedes it: the client is live
- * again at once, not after the hold period. A GET stream with a client attached (to its pump, or
- * through a tailing instance) is left alone: the signal ends after its notification and the
- * attached client's stream stays live and resumable.
+ * other one) is let go for the signal's fresh GET, or for a plain GET, which then supersedes it:
+ * the client is live again at once, not after the hold period. A GET stream with a client attached
+ * (to its pump, or through a tailing instance) is left alone: the signal ends after its
+ * notification, a plain GET gets the owner's 409, and the attached client's stream stays live and
+ * resumable.
  */
 import t, { type Test } from 'tap';
 import type { SessionView } from '../../src/resumption/explain.js';
@@ -27,6 +28,10 @@ const HOLD_MS = 600_000;
 /** The journal keeps this many events of a stream: a cursor older than that is a gap (J5). */
 const WINDOW = 16;
 
+// Six cases, each with its own redis-server, replica and two gateway processes, and some waiting
+// out the owner's 409 retries (1 s each): on a loaded machine more than tap's 120 s for the file.
+t.setTimeout(300_000);
+
 async function fleet(t: Test) {
   const redis = await startRedisServer(t);
   const [replica] = await spawnReplicas(t, 1, { eventStore: false });
@@ -41,6 +46,22 @@ async function fleet(t: Test) {
 
 async function sessionView(gateway: GatewayProcess, sessionId: string): Promise<SessionView> {
   return (await (await fetch(`${gateway.adminUrl}/debug/sessions/${encodeURIComponent(sessionId)}`)).json()) as SessionView;
+}
+
+/** A session on two gateway instances, with a raw client attached to its GET stream through instance 0. */
+async function attachedGet(t: Test) {
+  const { gateways } = await fleet(t);
+  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
+  const sessionId = await rawSession(g0.url);
+  const streams = rawStreams(t);
+  const first = await streams.open(g0.url, sessionId);
+  const incarnation = await currentGet(g0, sessionId);
+  return { gateways, g0, g1, sessionId, streams, first, incarnation };
+}
+
+/** Waits until `gateway` holds one GET stream with no client (J2). */
+async function untilHeld(gateway: GatewayProcess): Promise<void> {
+  await waitFor('the GET stream held', bound(1000), async () => (await scrapeMetric(gateway.adminUrl, 'mcp_gateway_held_streams')) === 1);
 }
 
 /** The session's current GET incarnation (E4), as the store holds it. */
@@ -74,7 +95,7 @@ async function gapAfterHeld(t: Test, resumeOn: number) {
 
   balancer.cut();
   await gate.reconnections.until(1);
-  await waitFor('the GET stream held', bound(1000), async () => (await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_held_streams')) === 1);
+  await untilHeld(gateways[0]!);
   const journaled = await scrapeMetric(gateways[0]!.adminUrl, 'mcp_gateway_journal_events_total');
   // Sent through the other instance, so that instance 0 journals the GET stream's events only.
   await emit(gateways[1]!.url, sessionId, 2 * WINDOW);
@@ -105,12 +126,7 @@ t.test('a held GET is let go for the signal\'s fresh GET, held by the other inst
 });
 
 t.test('a GET stream with its client attached is left alone: the signal ends after its notification', async (t) => {
-  const { gateways } = await fleet(t);
-  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
-  const sessionId = await rawSession(g0.url);
-  const streams = rawStreams(t);
-  const live = await streams.open(g0.url, sessionId);
-  const incarnation = await currentGet(g0, sessionId);
+  const { gateways, g0, g1, sessionId, streams, first: live, incarnation } = await attachedGet(t);
   await emit(g0.url, sessionId, 2 * WINDOW);
   const events = await live.events.until(2 * WINDOW);
 
@@ -129,15 +145,11 @@ t.test('a GET stream with its client attached is left alone: the signal ends aft
 });
 
 t.test('a held GET with a client tailing it through another instance is left alone', async (t) => {
-  const { gateways } = await fleet(t);
-  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
-  const sessionId = await rawSession(g0.url);
-  const streams = rawStreams(t);
-  const first = await streams.open(g0.url, sessionId);
+  const { g0, g1, sessionId, streams, first } = await attachedGet(t);
   await emit(g0.url, sessionId, 2 * WINDOW);
   const events = await first.events.until(2 * WINDOW);
   first.close();
-  await waitFor('the GET stream held', bound(1000), async () => (await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams')) === 1);
+  await untilHeld(g0);
   const tail = await streams.open(g1.url, sessionId, events.at(-1)!.id);
   t.equal(tail.headers['mcp-resumption'], 'continued', 'continued through the other instance, which tails the journal');
   // The tail's lease is written as its stream begins: once an event came through it, it is there.
@@ -153,28 +165,53 @@ t.test('a held GET with a client tailing it through another instance is left alo
   t.equal((await tail.events.until(3)).length, 3, 'which still gets the live events');
 });
 
-t.test('a GET stream superseded while its client was still attached goes when it becomes held', async (t) => {
-  const { gateways } = await fleet(t);
-  const [g0, g1] = gateways as [GatewayProcess, GatewayProcess];
-  const sessionId = await rawSession(g0.url);
-  const streams = rawStreams(t);
-  const first = await streams.open(g0.url, sessionId);
-  const incarnation = await currentGet(g0, sessionId);
-  // A plain GET through the other instance supersedes the first (E4) while its client is still
-  // there: the replica keeps its one GET stream for that client and answers the new one 409.
-  const second = await streams.open(g1.url, sessionId);
-  t.equal(second.status, 409, 'the replica keeps its one GET stream while the first client is attached');
-  const superseding = await currentGet(g0, sessionId);
-  t.ok(superseding !== undefined && superseding !== incarnation, 'the store holds the newer GET as current');
+t.test('a plain GET refused 409 while another client is attached supersedes nothing: that client\'s stream continues', async (t) => {
+  const { gateways, g0, g1, sessionId, streams, first, incarnation } = await attachedGet(t);
+  await emit(g0.url, sessionId, 2);
+  const cursor = (await first.events.until(2))[1]!.id!;
 
-  // The first client goes: its stream is held, already superseded, so it is let go at once.
+  // Through either instance: the owner keeps its one GET stream for the attached client (409).
+  for (const [i, gateway] of gateways.entries()) {
+    const second = await streams.open(gateway.url, sessionId);
+    t.equal(second.status, 409, `through instance ${i}: the owner's 409 reaches the client`);
+    t.equal(await currentGet(g1, sessionId), incarnation, 'and nothing superseded the live stream (E4: no new stream opened)');
+  }
+  await emit(g1.url, sessionId, 1);
+  t.equal((await first.events.until(3)).length, 3, 'the attached client still gets the live events');
+
+  // Its connection cut, the first client comes back with its cursor: a continuation, not `superseded`.
   first.close();
-  await waitFor('the superseded stream let go', bound(1000), async () => {
-    return (await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' })) === 1;
-  });
-  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams'), 0, 'nothing held');
-  const third = await streams.open(g1.url, sessionId);
-  t.equal(third.status, 200, 'a new GET is served at once, not after the hold period');
+  await untilHeld(g0);
   await emit(g1.url, sessionId, 2);
-  t.equal((await third.events.until(2)).length, 2, 'and gets the live events');
+  const resumed = await streams.open(g1.url, sessionId, cursor);
+  t.equal(resumed.status, 200);
+  t.equal(resumed.headers['mcp-resumption'], 'continued', 'the stream continues');
+  t.equal(resumed.headers['mcp-resumption-reason'], undefined, 'with no reason');
+  const after = await resumed.events.until(3);
+  t.equal(after[0]!.id, first.events.items[2]!.id, 'from the event after the cursor, with its own cursor (E3)');
+  t.equal(new Set(after.map((e) => e.id)).size, 3, 'then the two journaled while the client was away');
+  t.ok(after.every((e) => !e.data.includes('stream_reset')), 'no signal among them');
+  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' }), 0, 'the held stream was not let go');
+});
+
+t.test('a plain GET lets a held GET go and opens at once; the held one is superseded', async (t) => {
+  const { g0, g1, sessionId, streams, first, incarnation } = await attachedGet(t);
+  await emit(g0.url, sessionId, 1);
+  const [event] = await first.events.until(1);
+  first.close();
+  await untilHeld(g0);
+
+  // Held by instance 0 with no client: asked to go on the owner's 409, well within its hold period.
+  const second = await streams.open(g1.url, sessionId);
+  t.equal(second.status, 200, 'a new GET is served at once, not after the hold period');
+  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams'), 0, 'the held stream was let go');
+  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' }), 1, 'for the new stream');
+  const now = await currentGet(g1, sessionId);
+  t.ok(now !== undefined && now !== incarnation, 'the new stream superseded the held one (E4)');
+  await emit(g1.url, sessionId, 2);
+  t.equal((await second.events.until(2)).length, 2, 'and gets the live events');
+
+  const old = await streams.open(g1.url, sessionId, event!.id);
+  t.equal(old.headers['mcp-resumption'], 'new-stream');
+  t.equal(old.headers['mcp-resumption-reason'], 'superseded', 'a cursor of the held stream is superseded');
 });

@@ -308,7 +308,7 @@ interface Stats {
   conflicts: number;
   unavailable: number;
   unavailableInitialize: number;
-  /** Plain GETs answered 409 with the journal: a GET that superseded a stream its client had just left (plainGet). */
+  /** Plain GETs answered 409 with the journal: the session's GET stream, just left by its client, not yet held (plainGet). */
   heldConflicts: number;
   eventsEmitted: number;
   eventsDelivered: number;
@@ -840,9 +840,9 @@ class Model {
       this.note(`plain GET ${client.name}/${session.label} via ${route.name}: ${response.status}`);
       if (response.status === 409 && this.fleet.journal) {
         // A plain GET right after its client left the session's GET stream, before that stream's
-        // gateway saw it go (held, J2), supersedes it while it still has a client: the owner
-        // answers it 409. The old stream goes as soon as it is held (it finds itself superseded
-        // in the store), so a later GET would be served; the walk's client gives the session up.
+        // gateway saw it go (held, J2) within the GET's retries: the owner answers it 409, and
+        // nothing is superseded. Once held, the old stream is let go for the session's next GET,
+        // so a later GET would be served; the walk's client gives the session up.
         this.stats.heldConflicts++;
         await this.renew(client);
         return;
