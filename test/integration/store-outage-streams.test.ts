@@ -2,7 +2,8 @@
  * §7, open streams through a store outage, on real processes: a GET stream keeps delivering while
  * Redis is stopped or paused (CLIENT PAUSE) past resumption.recordRetryMs; once Redis answers, a
  * cursor issued during the outage continues exactly on another instance; a gateway killed during
- * the outage turns only its unrecorded cursors into unknown_stream.
+ * the outage turns only its unrecorded cursors into unknown_stream; with the journal, a plain GET
+ * that the owner opened but the store cannot record gets 503 and the owner's stream is closed.
  */
 import t, { type Test } from 'tap';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -180,4 +181,37 @@ t.test('a gateway killed during the outage: only its unrecorded cursors become u
     [events[2]!.id, events[3]!.id],
     'the events after it, each under the cursor it first carried (E3), exactly once',
   );
+});
+
+t.test('journal on, Redis paused: a plain GET the owner opened gets 503, and the owner\'s stream is closed', async (t: Test) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  const base = settings(redis, replica!, { journal: { enabled: true } });
+  // The binding cached and confirmed for longer than the test: the GET reaches the owner without
+  // the store, and what needs it is the new stream's incarnation (E4, E5).
+  const gw = await startGateway(t, { ...base, store: { ...base.store, bindingCache: { maxEntries: 100 } }, health: { intervalMs: 600_000 } });
+  const sessionId = await rawSession(gw.url);
+  const streams = rawStreams(t);
+
+  const end = await begin(t, paused, redis);
+  const refused = await streams.open(gw.url, sessionId);
+  t.equal(refused.status, 503, 'the incarnation cannot be recorded: 503');
+  t.equal(refused.headers['mcp-gateway-error'], 'GW_STORE_UNAVAILABLE');
+  t.ok(refused.headers['retry-after'], 'with Retry-After');
+  await refused.text();
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_store_errors_total', { op: 'openIncarnation' }), 1, 'after the owner answered: recording its stream failed');
+  t.equal(await metricValue(gw.registry, 'mcp_gateway_store_errors_total'), 1, 'and nothing before it needed the store');
+  await t.resolves(
+    waitFor('the replica closed the GET stream', DEADLINE_MS, async () => {
+      const health = (await (await fetch(new URL('/healthz', replica!.url))).json()) as { getStreams: number };
+      return health.getStreams === 0;
+    }),
+    'the owner\'s stream was closed',
+  );
+
+  await end();
+  const opened = await streams.open(gw.url, sessionId);
+  t.equal(opened.status, 200, 'once the store answers, a plain GET opens: the owner holds no stream that would refuse it 409');
+  await emit(replica!, sessionId, 1);
+  t.equal((await opened.events.until(1)).length, 1, 'and gets the live events');
 });
