@@ -61,6 +61,12 @@ export type Decision =
        * reached the gateway settles with it, whatever was lost before it.
        */
       readonly responses?: { readonly incarnation: string; readonly after: number };
+      /**
+       * A journaled POST stream whose pump lives, with calls still awaited (J4): after the signal,
+       * its journal's events from the window on, then the live stream, to the calls' responses.
+       * The calls are not failed: their responses have yet to reach the gateway, and will.
+       */
+      readonly follow?: { readonly record: IncarnationRecord; readonly seq: number };
     }
   | {
       readonly kind: 'continue';
@@ -144,7 +150,14 @@ export function decide(facts: ResumptionFacts): Decision {
   if (lost || record.owner !== session.owner) return postStream('owner_gone');
 
   // J5: older than the journal's window.
-  if (belowWindow) return postStream('gap');
+  if (belowWindow) {
+    // A call still running: what was lost is signalled, and the call is followed to its response
+    // from the journal's window on, not failed with -32010 (its response has yet to come, J4).
+    if (pumpAlive && pending.length > 0) {
+      return { kind: 'new_stream', reason: 'gap', session, pending: [], sessionAlive: !lost, follow: { record, seq: Math.max(record.base, 1) - 1 } };
+    }
+    return postStream('gap');
+  }
   // J3: the pump reads the replica's stream; the owner is not asked.
   if (pumpAlive) return fromJournal(true);
   if (facts.ownerHealth === 'suspect') return { kind: 'unavailable', owner: session.owner };

@@ -92,7 +92,7 @@ export function createResumption(kit: ResumeKit) {
         requests.ended(request, reply, 'answered');
         return reply;
       case 'new_stream':
-        return newStream(request, reply, decision, lastEventId);
+        return newStream(request, reply, facts, decision, lastEventId);
       case 'continue':
         return continuation(request, reply, facts, decision, lastEventId);
       case 'journal':
@@ -119,9 +119,9 @@ export function createResumption(kit: ResumeKit) {
       const known = { ...facts, view, now: Date.now() };
       return settle(request, reply, known, decide(known), lastEventId);
     }
-    metrics.continuations.inc({ source: 'journal' });
     const res = reply.raw;
     if (!res.headersSent) {
+      metrics.continuations.inc({ source: 'journal' });
       requests.resumption(request, 'continued', NO_REASON);
       requests.answered(request, { status: 200, replica: NO_REPLICA });
       reply.hijack();
@@ -303,7 +303,7 @@ export function createResumption(kit: ResumeKit) {
   }
 
   /** The answer when the stream cannot continue: the signal (a new stream) or 410 (reject mode). */
-  async function newStream(request: FastifyRequest, reply: FastifyReply, decision: NewStream, lastEventId: string) {
+  async function newStream(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decision: NewStream, lastEventId: string) {
     const { session, reason, pending, sessionAlive } = decision;
     const config = kit.config();
     if (config.resumption.mode === 'reject') {
@@ -315,7 +315,7 @@ export function createResumption(kit: ResumeKit) {
     }
     const res = reply.raw;
     const owner = fleet.get(session.owner);
-    const wantsFresh = sessionAlive && pending.length === 0 && owner !== undefined && fleet.health(owner.id) === 'up';
+    const wantsFresh = sessionAlive && pending.length === 0 && !decision.follow && owner !== undefined && fleet.health(owner.id) === 'up';
     // The owner is asked first: only a fresh stream that really opened supersedes the session's
     // GET stream (E4). A refused one must leave a live stream resumable.
     const fresh = wantsFresh ? await openFreshStream(request, session, owner, res) : undefined;
@@ -362,6 +362,10 @@ export function createResumption(kit: ResumeKit) {
         logger.warn({ err: err.message }, 'cannot read the journaled responses after a gap');
       }
     }
+    if (decision.follow) {
+      await closeSignal(attachment);
+      return followAfterSignal(request, reply, facts, decision, decision.follow, lastEventId);
+    }
     if (!fresh || !owner) {
       await endSignal(res, attachment);
       return requests.ended(request, reply, 'gateway_end');
@@ -407,10 +411,46 @@ export function createResumption(kit: ResumeKit) {
    * reconnection with its last cursor settles instead of drawing the signal again.
    */
   async function endSignal(res: ServerResponse, attachment: Attachment) {
+    await closeSignal(attachment);
+    res.end();
+  }
+
+  async function closeSignal(attachment: Attachment) {
     await store.closeIncarnation(attachment.sessionId, attachment.incarnation).catch((err: unknown) => {
       logger.warn({ err: (err as Error).message }, 'cannot close the signal stream in the store');
     });
-    res.end();
+  }
+
+  /**
+   * After a gap's signal, a call still running followed from the journal's window on (its first
+   * event then, if the window moved since the decision), and live to its response (J4, J5).
+   */
+  async function followAfterSignal(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    facts: ResumptionFacts,
+    decision: NewStream,
+    follow: NonNullable<NewStream['follow']>,
+    lastEventId: string,
+  ): Promise<unknown> {
+    const { sessionId } = decision.session;
+    let seq = follow.seq;
+    let codec;
+    let first;
+    try {
+      codec = await keys.codec();
+      first = await store.readJournal(sessionId, follow.record.id, seq, JOURNAL_READ_EVENTS);
+      if (first !== null && first.events.length === 0 && first.record.head > seq) {
+        seq = Math.max(first.record.base, 1) - 1;
+        first = await store.readJournal(sessionId, follow.record.id, seq, JOURNAL_READ_EVENTS);
+      }
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      return endBegun(request, reply, 'store_failed');
+    }
+    if (first === null) return endBegun(request, reply, 'gateway_end');
+    const journal: FromJournal = { kind: 'journal', session: decision.session, record: first.record, seq, live: true };
+    return followJournal(request, reply, facts, journal, lastEventId, codec, first);
   }
 
   return resume;

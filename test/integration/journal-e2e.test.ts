@@ -301,3 +301,49 @@ t.test("a cursor older than the journal's window: gap, and the call settles", as
   t.ok(seen.length < steps, 'and is not everything');
   t.same((await toolCalls(owner))['progress'], { started: 1, finished: 1 }, 'the tool ran once: not again');
 });
+
+t.test("a cursor older than the journal's window while the call still runs: gap, then the call followed to its result", async (t) => {
+  const WINDOW = 8;
+  // Long enough that the call still runs when the client is let back: the test waits only for a
+  // window and a few more of its events to be journaled.
+  const steps = 100;
+  const { replicas, gateways, balancer } = await fleet(t, 1, { maxEvents: WINDOW });
+  const recording = recordingFetch();
+  const { client } = await connect(t, balancer.url, { fetch: recording.fetch });
+  const owner = await ownerOf(client, replicas);
+  const before = await journaled(gateways[0]!);
+
+  const seen: number[] = [];
+  const calling = client
+    .callTool({ name: 'progress', arguments: { steps, intervalMs: INTERVAL_MS } }, undefined, {
+      timeout: HELD_CALL_TIMEOUT_MS,
+      onprogress: (p) => {
+        seen.push(p.progress);
+        if (p.progress === 2) {
+          balancer.pause();
+          balancer.cut();
+        }
+      },
+    })
+    .then(
+      (result) => ({ result, error: undefined }),
+      (error: unknown) => ({ result: undefined, error: error as { code?: number; data?: unknown } }),
+    );
+  await journaledAll(gateways[0]!, before, WINDOW + 4);
+  const running = (await toolCalls(owner))['progress'];
+  balancer.resume();
+
+  const call = await calling;
+  t.same(running, { started: 1, finished: 0 }, 'the call still ran when the client came back');
+  const resumed = recording.gets.find((g) => g.resumption !== null);
+  t.same(resumed, { status: 200, resumption: 'new-stream', reason: 'gap' }, 'the reconnection is answered as a new stream, reason gap');
+  t.equal(call.error, undefined, `the call does not fail with -32010 (${JSON.stringify(call.error)})`);
+  t.equal(textOf(call.result), `done after ${steps} steps`, 'the call settles with its result');
+  t.ok(
+    seen.every((p, i) => i === 0 || p > seen[i - 1]!),
+    'no progress event twice or out of order',
+  );
+  t.ok(seen.length < steps, 'what the window lost is not shown');
+  t.equal(seen[seen.length - 1], steps, 'the call was followed live to its last event');
+  t.same((await toolCalls(owner))['progress'], { started: 1, finished: 1 }, 'the tool ran once');
+});

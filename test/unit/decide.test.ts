@@ -192,3 +192,16 @@ t.test('journal off: the owner replays as without it', async (t) => {
   t.match(decide(facts({ view: { ...view, record: journaledGet } })), { kind: 'continue' });
   t.match(decide(facts({ view: noLog })), { kind: 'new_stream', reason: 'gap' });
 });
+
+t.test('J5 and J4: a call still running, its cursor below the window: a gap, then followed to its response', async (t) => {
+  const below: IncarnationView = { ...withRecord(noLog, { kind: 'post', pending: [7], base: 10, head: 12 }), at: undefined, after: [] };
+  t.same(
+    decide(journal({ view: below })),
+    { kind: 'new_stream', reason: 'gap', session, pending: [], sessionAlive: true, follow: { record: below.record, seq: 9 } },
+    'the pump lives: no -32010, the journal from its window on, then live',
+  );
+  t.match(decide(journal({ view: withRecord(below, dead) })), { reason: 'gap', pending: [7], responses: { after: 9 } }, 'the pump gone: -32010 unless journaled');
+  t.notOk('follow' in decide(journal({ view: withRecord(below, dead) })), 'the pump gone: nothing to follow');
+  t.match(decide(journal({ view: below, ownerGone: true })), { reason: 'owner_gone', pending: [7] }, 'the owner gone: owner_gone, as before');
+  t.notOk('follow' in decide(journal({ view: withRecord(below, { pending: [] }) })), 'answered: its responses are delivered, nothing followed');
+});
