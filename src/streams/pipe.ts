@@ -1,8 +1,15 @@
 /**
- * Pipes a replica's SSE body to the client through the rewriter (R5): one chunk at a time (the
- * replica is paused while a chunk's records are written), backpressure from the client's socket,
- * no timeout while open, either side's end ends the other (the reading, backpressure and ending are
- * relay.ts's Channel, as for any other body).
+ * Pipes a replica's SSE body to the client through the rewriter (R5): backpressure from the
+ * client's socket, no timeout while open, either side's end ends the other (the reading,
+ * backpressure and ending are relay.ts's Channel, as for any other body).
+ *
+ * Read-ahead: one batch's records are written at a time, and while they are, the replica is read
+ * on: what it sends is parsed, numbered and written out (SseRewriter.prepare) into the next batch,
+ * which is recorded as soon as the one in flight landed and went to the client. A batch's events
+ * leave only after its own records and those of every batch before it (E5), in order; after a
+ * refused record (or a batch that ends the stream) nothing read ahead leaves. The read-ahead is
+ * bounded (READ_AHEAD): past it the replica waits for the record in flight, as it waits for a
+ * client that does not read. `delivered` moves only when a batch goes to the client.
  *
  * A continuation is held back until the rewriter has verified the replay (§5 check 7): nothing,
  * not even the status line, leaves before that, so a failed replay can still be answered as a new
@@ -16,7 +23,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Channel, type Relay } from './relay.js';
-import type { EndReason, RewriteResult, SseRewriter } from '../sse/rewriter.js';
+import { joinBatches, type Batch, type EndReason, type RewriteResult, type SseRewriter } from '../sse/rewriter.js';
 
 export type PipeEnd =
   | 'upstream_end'
@@ -82,6 +89,15 @@ export interface SsePipe extends Relay<PipeEnd> {
   /** Runs `step` between two reads of the replica's body (a step must not reject). */
   between(step: () => Promise<void>): void;
 }
+
+/**
+ * What is read ahead while a batch's records are written, at most (then the replica waits): the
+ * replica's bytes and events of the next batch. As large as a fast replica sends in one round trip
+ * to a loaded store, so that the next record is ready when the one in flight lands; small enough
+ * that a stream's memory stays that of a few socket buffers, and that one record script does not
+ * block the store for long (unrecorded.ts bounds a late write at 10,000 events).
+ */
+const READ_AHEAD = { bytes: 64 * 1024, events: 1024 };
 
 export function pipeSse(options: SsePipeOptions): SsePipe {
   const { body, res, rewriter } = options;
@@ -186,18 +202,58 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
   if (rewriter.verified) begin();
   else timer = setTimeout(() => fail('timeout'), options.verify?.timeoutMs ?? 0);
 
+  // Read-ahead: while one batch's records are written, what the replica sends meanwhile is read,
+  // parsed and numbered, and becomes the next batch, sent (one store round trip) as soon as the one
+  // in flight landed and went to the client. One batch in flight at a time, so that a batch's
+  // events leave only after its own records and those of every batch before it (E5), in order.
+  let writing: Promise<void> | undefined;
+  let ahead: Batch[] = [];
+  let aheadBytes = 0;
+  let aheadEvents = 0;
+
+  const send = () => {
+    const batch = joinBatches(ahead);
+    ahead = [];
+    aheadBytes = aheadEvents = 0;
+    writing = rewriter.commit(batch).then((result) => {
+      deliver(result);
+      writing = undefined;
+      // Settled (the end, a refusal): nothing read ahead may leave. Waiting for the client to
+      // drain: what was read ahead goes now, bounded; nothing more is read until it drained.
+      if (ahead.length > 0 && !channel.settled) send();
+    });
+  };
+
+  /** Resolves once everything read went out (or the stream settled): the end and between-steps wait for it. */
+  const sent = async () => {
+    while (writing) await writing;
+  };
+
   channel.run({
-    // Everything the replica sent meanwhile is taken in one read and rewritten as one batch (one
-    // store round trip), not chunk by chunk: while a batch's records are written, a fast replica
-    // may have sent thousands of small chunks.
-    read: async (chunk) => deliver(await rewriter.push(chunk)),
-    end: () => {
+    read: (chunk) => {
+      const batch = rewriter.prepare(chunk);
+      ahead.push(batch);
+      aheadBytes += chunk.length;
+      aheadEvents += batch.events;
+      if (writing === undefined) send();
+      else if (aheadBytes >= READ_AHEAD.bytes || aheadEvents >= READ_AHEAD.events) {
+        // Bounded: nothing more is read (the replica is held back) until the batch in flight landed.
+        return writing.then(() => !channel.settled);
+      }
+      return !channel.settled;
+    },
+    end: async () => {
+      await sent();
       if (channel.settled) return;
       const last = rewriter.end();
       if (!started) return fail(last.end ?? 'upstream_end');
       channel.settle(last.end ?? 'upstream_end');
     },
-    error: () => (started ? channel.settle('upstream_error') : fail('upstream_error')),
+    error: async () => {
+      await sent();
+      if (started) channel.settle('upstream_error');
+      else fail('upstream_error');
+    },
     close: clientGone,
   });
   // The client may have gone while the stream was being set up: no 'close' will come any more.
@@ -231,6 +287,10 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
     release: (how) => {
       if (held) channel.settle(how);
     },
-    between: (step) => channel.between(step),
+    between: (step) =>
+      channel.between(async () => {
+        await sent();
+        await step();
+      }),
   };
 }

@@ -24,9 +24,9 @@ export interface ChannelSteps {
   /** Everything readable now, in one chunk. Returns false to stop reading (settled, or waiting for 'drain'). */
   read(chunk: Buffer): boolean | Promise<boolean>;
   /** The replica's body ended; everything it sent was read before. */
-  end(): void;
+  end(): void | Promise<void>;
   /** The replica's body failed. */
-  error(): void;
+  error(): void | Promise<void>;
   /** The client's response closed: finished, or the client went away. */
   close(): void;
 }
