@@ -2,7 +2,7 @@
 import t from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
 import { SseParser, type SseEvent } from '../../src/sse/parser.js';
-import { SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
+import { joinBatches, SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
 import { journaledWithCursor } from '../../src/sse/serializer.js';
 import type { JsonRpcId, RecordResult } from '../../src/store/types.js';
 
@@ -192,4 +192,41 @@ t.test('J1 journal: every event gets a cursor and its bytes without the id line;
   const cursors = issuer.encode([1, 2, 3]);
   const replayed = payloads[0]!.map((p, i) => journaledWithCursor(p, cursors[i]!)).join('');
   t.equal(out.out.toString().replace(': a comment\n', ''), replayed, 'the journal re-encodes the same bytes (E3)');
+});
+
+t.test('read-ahead: prepared chunks are numbered on but count for nothing until committed; joined, they are one record', async (t) => {
+  const s = sink();
+  const r = rewriter(s, { trackResponses: true, awaiting: [7] });
+  const first = r.prepare(Buffer.from('id: u1\ndata: one\n\n'));
+  const second = r.prepare(Buffer.from('id: u2\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\n\nid: u3\ndata: three\n\n'));
+  t.same(s.batches, [], 'nothing recorded by preparing');
+  t.equal(r.head, 0, 'the head is what was committed');
+  t.equal(r.answered, false, 'a response prepared but not committed has not passed');
+  const result = await r.commit(joinBatches([first, second]));
+  t.same(s.batches, [{ fromSeq: 1, upstreamIds: ['u1', 'u2', 'u3'], responded: [7] }], 'one record for both');
+  t.same(events(result.out).map((e) => seqOf(e.id)), [1, 2, 3], 'in order, numbered on');
+  t.equal(r.head, 3);
+  t.equal(r.answered, true);
+});
+
+t.test('read-ahead: after a refused record, nothing prepared after it is recorded or released', async (t) => {
+  const s = sink(async () => 'stale');
+  const r = rewriter(s);
+  const first = r.prepare(Buffer.from('id: u1\ndata: one\n\n'));
+  const second = r.prepare(Buffer.from('id: u2\ndata: two\n\n'));
+  t.same(await r.commit(first), { out: Buffer.alloc(0), events: 0, end: 'stale' });
+  t.same(await r.commit(second), { out: Buffer.alloc(0), events: 0, end: 'stale' });
+  t.equal(s.batches.length, 1, 'the later batch was never sent to the store');
+  t.equal(r.head, 0);
+});
+
+t.test('read-ahead: a replay checked in a prepared batch counts once that batch is committed', async (t) => {
+  const r = rewriter(sink(), { head: 5, verify: { expected: ['u4', 'u5'], fromSeq: 3 } });
+  const replay = r.prepare(Buffer.from('id: u4\ndata: four\n\nid: u5\ndata: five\n\n'));
+  const broken = r.prepare(Buffer.from(`id: u6\ndata: ${'x'.repeat(5000)}\n\n`));
+  t.equal(r.verified, false, 'not before it is committed');
+  await r.commit(replay);
+  t.equal(r.verified, true);
+  t.equal((await r.commit(broken)).end, 'event_too_large', 'an oversized event read ahead ends the stream once its turn comes');
+  t.equal(r.prepare(Buffer.from('id: u7\ndata: seven\n\n')).events, 0, 'nothing is prepared after it');
 });
