@@ -108,6 +108,23 @@ export function journalContract(test: ContractTest, tickUntil: TickUntil): void 
     t.match(await h.store.readIncarnation('s1', 'g1', 6), { record: { head: 8, base: 6 } }, 'the count bound applies with a byte bound');
   });
 
+  test('journal: trimmed by count while within the byte bound, then by bytes from the exact size of what is left', async (t, h) => {
+    await open(h);
+    const five = (c: string) => c.repeat(5);
+    t.equal(await record(h.store, journaled(1, ['a', 'b', 'c'].map(five)), 3, 25), 'ok');
+    // 25 bytes with the two oldest still counted: they go by count alone.
+    t.equal(await record(h.store, journaled(4, ['d', 'e'].map(five)), 3, 25), 'ok');
+    t.same(await readAll(h.store, 2), [[3, five('c')], [4, five('d')], [5, five('e')]]);
+    // c, d, e and f are 25 bytes: only the count bound takes c.
+    t.equal(await record(h.store, journaled(6, ['f'.repeat(10)]), 3, 25), 'ok');
+    t.same(await readAll(h.store, 3), [[4, five('d')], [5, five('e')], [6, 'f'.repeat(10)]], 'what the positions dropped by count weighed is not counted again');
+    t.equal(await record(h.store, journaled(7, ['g'.repeat(10)]), 3, 25), 'ok');
+    t.same(await readAll(h.store, 4), [[5, five('e')], [6, 'f'.repeat(10)], [7, 'g'.repeat(10)]]);
+    t.equal(await record(h.store, journaled(8, ['h'.repeat(20)]), 3, 25), 'ok');
+    t.same(await readAll(h.store, 7), [[8, 'h'.repeat(20)]], 'then by bytes, the oldest first');
+    t.match(await h.store.readIncarnation('s1', 'g1', 7), { record: { head: 8, base: 8 } }, 'one window for both');
+  });
+
   test('journal: a batch without payloads is recorded but not journaled, until its positions are trimmed', async (t, h) => {
     await open(h);
     t.equal(await record(h.store, journaled(1, [block('1'), block('2')]), 4), 'ok');

@@ -3,12 +3,13 @@
  * (record-events.ts).
  *
  * The record is a hash (sessionId, owner, kind, state, head, base, attach, pending; and, once
- * set, unjournaled, jbytes, pump, pumpUntil, tailUntil) and its positions a list of the upstream
+ * set, unjournaled, jbytes, jbound, pump, pumpUntil, tailUntil) and its positions a list of the upstream
  * ids of positions base..head, index = seq - base, '' standing for null (position 0, and events
  * the gateway made: an empty upstream id is no id). The journal (J1) is a third key, a list beside
  * the positions, same index: the bytes of each position, '' where none; it exists once a batch
  * carried payloads. `unjournaled` is the highest position recorded without its bytes: the journal
- * can be read after it only. `jbytes` is the sum of the journal's lengths.
+ * can be read after it only. `jbytes` is the sum of the journal's lengths, or with `jbound` '1' a
+ * bound above it (positions trimmed by count without their bytes being read back).
  * The keys always get the same TTL in the same script, so they live and die together; a record
  * whose positions list does not hold head - base + 1 entries (one key evicted without the other)
  * counts as not recorded, because its positions can no longer be trusted; a journal that does not

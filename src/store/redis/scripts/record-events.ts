@@ -82,7 +82,7 @@ if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
   create(KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
 end
 
-local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending', 'unjournaled', 'jbytes')
+local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending', 'unjournaled', 'jbytes', 'jbound')
 local head, base = tonumber(m[2]), tonumber(m[3])
 if not recorded(head, base) then return 'missing' end
 local from = tonumber(ARGV[2])
@@ -112,7 +112,7 @@ local function push(key, values, count)
   end
 end
 
-local unjournaled, jbytes = tonumber(m[6]) or 0, tonumber(m[7]) or 0
+local unjournaled, jbytes, jbound = tonumber(m[6]) or 0, tonumber(m[7]) or 0, m[8] or '0'
 if journaling then
   if not journalIntact(head, base) then
     -- The first batch with payloads (or the journal was evicted): a '' for each position so far.
@@ -120,7 +120,7 @@ if journaling then
     local blanks = {}
     for i = 1, head - base + 1 do blanks[i] = '' end
     push(KEYS[3], blanks, #blanks)
-    unjournaled, jbytes = head, 0
+    unjournaled, jbytes, jbound = head, 0, '0'
   end
   push(KEYS[3], payloads, n)
   jbytes = jbytes + size
@@ -149,12 +149,27 @@ end
 -- The oldest positions go first, for the count and then for the journal's bytes; the head stays.
 local drop = math.max(0, head - base + 1 - tonumber(ARGV[3]))
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  if drop > 0 then
-    for _, bytes in ipairs(redis.call('LPOP', KEYS[3], drop)) do jbytes = jbytes - #bytes end
-  end
-  while maxBytes >= 0 and jbytes > maxBytes and head - base - drop > 0 do
-    jbytes = jbytes - #redis.call('LPOP', KEYS[3])
-    drop = drop + 1
+  if maxBytes < 0 or jbytes <= maxBytes then
+    -- Within the byte bound even with the oldest still counted: they go by count without their
+    -- bytes being read back (most of this script's time in a long stream of small events), and
+    -- jbytes is an upper bound (jbound) until it is counted again.
+    if drop > 0 then
+      redis.call('LTRIM', KEYS[3], drop, -1)
+      jbound = '1'
+    end
+  else
+    if jbound == '1' then
+      jbytes = 0
+      for _, bytes in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do jbytes = jbytes + #bytes end
+      jbound = '0'
+    end
+    if drop > 0 then
+      for _, bytes in ipairs(redis.call('LPOP', KEYS[3], drop)) do jbytes = jbytes - #bytes end
+    end
+    while maxBytes >= 0 and jbytes > maxBytes and head - base - drop > 0 do
+      jbytes = jbytes - #redis.call('LPOP', KEYS[3])
+      drop = drop + 1
+    end
   end
 end
 if drop > 0 then
@@ -162,7 +177,7 @@ if drop > 0 then
   base = base + drop
 end
 redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
-if journaling then redis.call('HSET', KEYS[1], 'unjournaled', unjournaled, 'jbytes', jbytes) end
+if journaling then redis.call('HSET', KEYS[1], 'unjournaled', unjournaled, 'jbytes', jbytes, 'jbound', jbound) end
 if pump ~= '' then redis.call('HSET', KEYS[1], 'pump', pump, 'pumpUntil', pumpUntil) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
