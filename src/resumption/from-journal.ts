@@ -24,7 +24,7 @@ import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { isStoreError } from '../errors.js';
 import { responseIds } from '../jsonrpc.js';
 import { journaledData, journaledWithCursor } from '../sse/serializer.js';
-import type { JournalRead, Store } from '../store/types.js';
+import type { JournalRead, JsonRpcId, Store } from '../store/types.js';
 import { TAIL_LEASE_MS, type Pumps } from '../streams/pumps.js';
 
 /** Events read from the journal at once: one store round trip each, bounded in memory. */
@@ -179,17 +179,44 @@ function closed(res: ServerResponse): Promise<void> {
  * responses, each with its original cursor, as one text. The events between are not sent (the
  * signal said they are lost); a response that reached the gateway is never lost with them.
  */
-export async function journaledResponses(store: Store, codec: CursorCodec, sessionId: string, incarnation: string, after: number): Promise<string> {
+export async function journaledResponses(
+  store: Store,
+  codec: CursorCodec,
+  sessionId: string,
+  incarnation: string,
+  after: number,
+): Promise<{ text: string; ids: readonly JsonRpcId[] }> {
   const issuer = codec.issuer(sessionId, incarnation);
   let text = '';
+  const ids: JsonRpcId[] = [];
   let last = after;
   for (;;) {
     const read = await store.readJournal(sessionId, incarnation, last, JOURNAL_READ_EVENTS);
     const events = read?.events ?? [];
-    text += withCursors(issuer, events.filter((e) => responseIds(journaledData(e.payload)).length > 0));
-    if (events.length < JOURNAL_READ_EVENTS) return text;
+    const responses = events.filter((e) => {
+      const answered = responseIds(journaledData(e.payload));
+      ids.push(...answered);
+      return answered.length > 0;
+    });
+    text += withCursors(issuer, responses);
+    if (events.length < JOURNAL_READ_EVENTS) return { text, ids };
     last = events[events.length - 1]!.seq;
   }
+}
+
+/**
+ * The calls a signal fails with -32010: those pending when the decision read the stream, less
+ * those whose response the journal holds by the time it is read (a record that landed in
+ * between): each call settles once, with its response where it reached the gateway (J4).
+ */
+export function unanswered(pending: readonly JsonRpcId[], answered: readonly JsonRpcId[]): JsonRpcId[] {
+  const left = [...answered];
+  return pending.filter((id) => {
+    const at = left.indexOf(id);
+    if (at < 0) return true;
+    left.splice(at, 1);
+    return false;
+  });
 }
 
 /** Journaled events as the client gets them: each under its original cursor (E3), in one text. */

@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { CursorCodec } from '../cursor/codec.js';
-import type { JournalRead, SessionRecord, Store } from '../store/types.js';
+import type { JournalRead, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import { askOwner } from '../streams/held-get.js';
 import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
@@ -23,7 +23,7 @@ import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
-import { continueFromJournal, JOURNAL_READ_EVENTS, journaledResponses } from './from-journal.js';
+import { continueFromJournal, JOURNAL_READ_EVENTS, journaledResponses, unanswered } from './from-journal.js';
 import { gatherFacts, type FactsReader } from './facts.js';
 import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
@@ -350,18 +350,20 @@ export function createResumption(kit: ResumeKit) {
       });
     }
     res.write(first.out);
-    // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
-    for (const id of pending) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
-    // Responses that reached the gateway go too, from the journal (J4): the calls settle with them.
+    // Responses that reached the gateway go, from the journal (J4): the calls settle with them.
+    let responses = { text: '', ids: [] as readonly JsonRpcId[] };
     if (decision.responses) {
       const { incarnation, after } = decision.responses;
       try {
-        res.write(await journaledResponses(store, await keys.codec(), session.sessionId, incarnation, after));
+        responses = await journaledResponses(store, await keys.codec(), session.sessionId, incarnation, after);
       } catch (err) {
         if (!isStoreError(err)) throw err;
         logger.warn({ err: err.message }, 'cannot read the journaled responses after a gap');
       }
     }
+    // Calls whose answers never reached the client fail at once instead of hanging or rerunning.
+    for (const id of unanswered(pending, responses.ids)) res.write(serializeEvent({ event: 'message', data: outcomeUnknownError(id, reason) }));
+    if (responses.text !== '') res.write(responses.text);
     if (decision.follow) {
       await closeSignal(attachment);
       return followAfterSignal(request, reply, facts, decision, decision.follow, lastEventId);
