@@ -88,17 +88,21 @@ function recordingFetch(): { fetch: typeof fetch; gets: { status: number; resump
 }
 
 /**
- * Calls `progress` (STEPS steps) and runs `atCut` when the CUT_AFTER-th progress event reaches the
- * client; returns the progress values seen, in order, and the call's outcome.
+ * Calls `progress` (STEPS steps by default) and runs `atCut` when the CUT_AFTER-th progress event
+ * reaches the client; returns the progress values seen, in order, and the call's outcome.
  */
-async function progressAcrossCut(client: Client, atCut: () => void, timeout = CALL_TIMEOUT_MS) {
+async function progressAcrossCut(
+  client: Client,
+  atCut: () => void,
+  { timeout = CALL_TIMEOUT_MS, steps = STEPS, intervalMs = INTERVAL_MS, cutAfter = CUT_AFTER } = {},
+) {
   const seen: number[] = [];
   const outcome = await client
-    .callTool({ name: 'progress', arguments: { steps: STEPS, intervalMs: INTERVAL_MS } }, undefined, {
+    .callTool({ name: 'progress', arguments: { steps, intervalMs } }, undefined, {
       timeout,
       onprogress: (p) => {
         seen.push(p.progress);
-        if (p.progress === CUT_AFTER) atCut();
+        if (p.progress === cutAfter) atCut();
       },
     })
     .then(
@@ -247,7 +251,7 @@ t.test('the owner SIGKILLed after its response was journaled: the response is de
       balancer.pause();
       balancer.cut();
     },
-    HELD_CALL_TIMEOUT_MS,
+    { timeout: HELD_CALL_TIMEOUT_MS },
   );
   await journaledAll(gateways[0]!, before, STEPS + 1);
   const ran = await toolCalls(owner);
@@ -271,26 +275,16 @@ t.test("a cursor older than the journal's window: gap, and the call settles", as
   const owner = await ownerOf(client, replicas);
   const before = await journaled(gateways[0]!);
 
-  const seen: number[] = [];
-  const calling = client
-    .callTool({ name: 'progress', arguments: { steps, intervalMs: INTERVAL_MS / 10 } }, undefined, {
-      timeout: HELD_CALL_TIMEOUT_MS,
-      onprogress: (p) => {
-        seen.push(p.progress);
-        if (p.progress === 2) {
-          balancer.pause();
-          balancer.cut();
-        }
-      },
-    })
-    .then(
-      (result) => ({ result, error: undefined }),
-      (error: unknown) => ({ result: undefined, error: error as { code?: number; data?: unknown } }),
-    );
+  const cut = () => {
+    balancer.pause();
+    balancer.cut();
+  };
+  const calling = progressAcrossCut(client, cut, { timeout: HELD_CALL_TIMEOUT_MS, steps, intervalMs: INTERVAL_MS / 10, cutAfter: 2 });
   await journaledAll(gateways[0]!, before, steps + 1);
   balancer.resume();
 
   const call = await calling;
+  const { seen } = call;
   const resumed = recording.gets.find((g) => g.resumption !== null);
   t.same(resumed, { status: 200, resumption: 'new-stream', reason: 'gap' }, 'the reconnection is answered as a new stream, reason gap');
   // The call settles instead of waiting for its timeout, with the response it was journaled with
@@ -313,27 +307,17 @@ t.test("a cursor older than the journal's window while the call still runs: gap,
   const owner = await ownerOf(client, replicas);
   const before = await journaled(gateways[0]!);
 
-  const seen: number[] = [];
-  const calling = client
-    .callTool({ name: 'progress', arguments: { steps, intervalMs: INTERVAL_MS } }, undefined, {
-      timeout: HELD_CALL_TIMEOUT_MS,
-      onprogress: (p) => {
-        seen.push(p.progress);
-        if (p.progress === 2) {
-          balancer.pause();
-          balancer.cut();
-        }
-      },
-    })
-    .then(
-      (result) => ({ result, error: undefined }),
-      (error: unknown) => ({ result: undefined, error: error as { code?: number; data?: unknown } }),
-    );
+  const cut = () => {
+    balancer.pause();
+    balancer.cut();
+  };
+  const calling = progressAcrossCut(client, cut, { timeout: HELD_CALL_TIMEOUT_MS, steps, intervalMs: INTERVAL_MS, cutAfter: 2 });
   await journaledAll(gateways[0]!, before, WINDOW + 4);
   const running = (await toolCalls(owner))['progress'];
   balancer.resume();
 
   const call = await calling;
+  const { seen } = call;
   t.same(running, { started: 1, finished: 0 }, 'the call still ran when the client came back');
   const resumed = recording.gets.find((g) => g.resumption !== null);
   t.same(resumed, { status: 200, resumption: 'new-stream', reason: 'gap' }, 'the reconnection is answered as a new stream, reason gap');
