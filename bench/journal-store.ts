@@ -1,12 +1,12 @@
 /**
  * What the journal (CONTRACT.md §8 J1, docs/journal.md) costs Redis. For each payload size it
  * records `--events` events into one incarnation through the store, in batches of `--batch`, and
- * prints MEMORY USAGE of the journal list per event beyond the payload itself (target: at most 64
- * bytes), beside the positions list's cost per event. Then what journaling adds to the record
+ * prints MEMORY USAGE of the journal (a hash of slices, scripts/journal.ts) per event beyond the
+ * payload itself (target: at most 64 bytes), beside the positions list's cost per event. Then what journaling adds to the record
  * script per batch: the script's server time per call (INFO commandstats) with and without
  * payloads, and that of the 'head' note (SPUBLISH) with nobody subscribed and with a subscriber.
  *
- *   npm run bench:journal-store [-- --events 1000 --sizes 64,256,1024 --batch 10 --calls 20000 --listpack-size -2]
+ *   npm run bench:journal-store [-- --events 1000 --sizes 64,256,1024 --batch 10 --calls 20000]
  */
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
@@ -21,8 +21,6 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '64,256,512,1024,2048,4096,8192,16384' },
     batch: { type: 'string', default: '10' },
     calls: { type: 'string', default: '20000' },
-    // The server's list node size (list-max-listpack-size), to see what a larger one saves.
-    'listpack-size': { type: 'string' },
   },
 });
 const events = Number(values.events);
@@ -80,9 +78,6 @@ const server = await startRedis(dir);
 const redis = new Redis(server.url);
 const store = createRedisStore({ url: server.url, keyPrefix: PREFIX, connectTimeoutMs: 2000, commandTimeoutMs: 5000 });
 try {
-  if (values['listpack-size'] !== undefined) await redis.config('SET', 'list-max-listpack-size', values['listpack-size']);
-  const nodeSize = (await redis.config('GET', 'list-max-listpack-size')) as string[];
-  console.log(`list-max-listpack-size ${nodeSize[1]}`);
   console.log(`Redis memory per journaled event (${events} events per incarnation, batches of ${batchSize}; MEMORY USAGE ... SAMPLES 0)`);
   console.log('payload B | journal B/event | beyond payload B/event | positions B/event');
   for (const size of sizes) {
@@ -90,7 +85,7 @@ try {
     const bytes = await fill(store, sessionId, events, size, true);
     const journal = Number(await redis.call('MEMORY', 'USAGE', journalKey(PREFIX, sessionId, 'g1'), 'SAMPLES', '0'));
     const positions = Number(await redis.call('MEMORY', 'USAGE', positionsKey(PREFIX, sessionId, 'g1'), 'SAMPLES', '0'));
-    // The list holds position 0 too ('' beside the first event): counted in the overhead.
+    // Frames, slices, marks and open fragments: all counted in the overhead.
     const perEvent = journal / events;
     const overhead = (journal - bytes) / events;
     console.log(

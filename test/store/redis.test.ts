@@ -5,6 +5,7 @@ import { createRedisStore } from '../../src/store/redis/index.js';
 import { epochsKey, incarnationKey, incarnationsKey, journalKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
 import { INCARNATIONS_LISTED, type JournalNote, type Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { frameJournal, JOURNAL_SLICE_BYTES } from '../../src/store/redis/scripts/journal.js';
 import { bound, SLACK_MS, storeAnswers, waitFor } from '../helpers/wait.js';
 import { CONTRACT_JOBS, operations, redisHarness, storeContract } from './contract.js';
 
@@ -214,7 +215,7 @@ t.test('redis: PTTL of both incarnation keys follows ttlMs on open, attach, reco
   await expectTtl(400_000, 'a refused batch, close, read and touchAndRead leave it');
 });
 
-t.test('redis: the journal is a list beside the positions, same index, same slot, same TTL', async (t) => {
+t.test('redis: the journal is a hash of framed bytes beside the positions, same slot, same TTL', async (t) => {
   await server.flushall();
   const store = makeStore(server);
   t.teardown(() => store.close());
@@ -226,9 +227,10 @@ t.test('redis: the journal is a list beside the positions, same index, same slot
   t.equal(await redis.exists(jnl), 0, 'no journal before a batch with payloads');
   const payloads = ['data: a\n\n', 'event: x\ndata: ü\n\n'];
   await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: [null, 'u3'], payloads, responded: [] }, 100, 300_000, 1000);
-  t.same(await redis.lrange(jnl, 0, -1), ['', '', ...payloads], "positions 0..head, '' where no bytes were journaled");
+  t.same(await redis.hmget(jnl, 'h', 'e', 'k', 'm'), ['3', String(frameJournal(payloads).length), '0', '1'], 'journaled up to the head; one fragment, no slice yet');
+  t.same(await redis.hgetBuffer(jnl, 'p1'), frameJournal(payloads), 'each payload framed by its UTF-8 length');
   t.same(await redis.lrange(pos, 0, -1), ['', 'u1', '', 'u3']);
-  t.match(await redis.hgetall(inc), { head: '3', base: '0', unjournaled: '1', jbytes: String(Buffer.byteLength(payloads.join(''))) });
+  t.match(await redis.hgetall(inc), { head: '3', base: '0', unjournaled: '1' });
   for (const key of [inc, pos, jnl]) t.ok(setTo(await redis.pttl(key), 300_000), `record sets the TTL of ${key}`);
   await store.attachIncarnation('s1', 'g1', 200_000, 0);
   t.ok(setTo(await redis.pttl(jnl), 200_000), 'attach sets it');
@@ -237,6 +239,38 @@ t.test('redis: the journal is a list beside the positions, same index, same slot
   await store.recordEvents('s1', 'g1', { attach: 2, fromSeq: 4, upstreamIds: [null], responded: [] }, 100, 400_000);
   t.equal(await redis.exists(jnl), 0, 'a batch without payloads drops the journal it can no longer be read from');
   t.match(await store.readIncarnation('s1', 'g1', 0), { record: { head: 4, journaled: false } });
+});
+
+t.test('redis: the journal cuts its fragments into whole slices of one allocator class, and frees them behind the window', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  const jnl = journalKey(KEY_PREFIX, 's1', 'g1');
+  await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 100_000);
+  // 1,000-byte events of mixed widths (ü is two bytes), in batches of 7: frames straddle slices.
+  const event = (seq: number) => `data: ${String(seq).padStart(6, '0')}${'ü'.repeat(10)}${'x'.repeat(1000 - 6 - 6 - 20 - 2)}\n\n`;
+  let seq = 1;
+  const window = 60;
+  for (let b = 0; b < 30; b++) {
+    const payloads = Array.from({ length: 7 }, (_, i) => event(seq + i));
+    t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: seq, upstreamIds: payloads.map(() => null), payloads, responded: [] }, window, 100_000), 'ok');
+    seq += 7;
+  }
+  const head = seq - 1;
+  const [k, z, e] = (await redis.hmget(jnl, 'k', 'z', 'e')).map(Number) as [number, number, number];
+  t.equal(e, head * 1004, 'the stream: each event and its 4-byte length');
+  t.equal(k, Math.floor(e / JOURNAL_SLICE_BYTES), 'every whole slice cut');
+  t.ok(z > 0, 'the slices behind the window are freed');
+  t.equal(await redis.hexists(jnl, String(z - 1)), 0, 'the slice before the first kept is gone');
+  for (let i = z; i < k; i++) t.equal(await redis.hstrlen(jnl, String(i)), JOURNAL_SLICE_BYTES, `slice ${i} is whole`);
+  // A slice is one allocation of the 16 KiB class: its value is not rounded up to a larger one.
+  const usage = Number(await redis.call('MEMORY', 'USAGE', jnl, 'SAMPLES', '0'));
+  t.ok(usage < (k - z + 2) * 16_384 + 4096, `the journal costs its slices and little more (${usage} bytes for ${k - z} slices)`);
+  const read = await store.readJournal('s1', 'g1', head - window, 1000);
+  t.same(read?.events.map((x) => x.seq), Array.from({ length: window }, (_, i) => head - window + 1 + i), 'the window, in order');
+  t.ok(read?.events.every((x) => x.payload === event(x.seq)), 'byte for byte, across slices and fragments');
+  t.same((await store.readJournal('s1', 'g1', head - window - 1, 10))?.events, [], 'below the window: none');
 });
 
 t.test('redis: a journal lost without its record (evicted) is read as none, and journaling starts again after it', async (t) => {

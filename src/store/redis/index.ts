@@ -51,6 +51,7 @@ import { toJournalRead, toRecord, toView } from './replies.js';
 import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
 import { defineScripts } from './scripts/index.js';
 import { seqArgument } from './scripts/incarnation.js';
+import { frameJournal } from './scripts/journal.js';
 
 export interface RedisStoreOptions extends ConnectionOptions {
   /** Namespace of every key; must not contain braces (they would become the cluster hash tag). */
@@ -400,19 +401,11 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 }
 
 /**
- * The last three arguments of the record script: whether the batch journals, the payloads' byte
- * lengths, and the payloads in one argument (one each would cost the client as much as the ids
- * did, see record-events.ts).
+ * The last two arguments of the record script: whether the batch journals, and the payloads framed
+ * in one argument (one each would cost the client as much as the ids did, see record-events.ts).
  */
-function journalArguments(payloads: readonly string[] | undefined): [string, string, string | Buffer] {
-  if (payloads === undefined) return ['0', '', ''];
-  const lengths = payloads.map((payload) => Buffer.byteLength(payload));
-  const joined = payloads.join('');
-  const total = lengths.reduce((a, b) => a + b, 0);
-  // Joining can pair a lone surrogate at the end of one payload with one at the start of the
-  // next, which UTF-8 encodes differently: then each is encoded on its own.
-  const bytes = Buffer.byteLength(joined) === total ? joined : Buffer.concat(payloads.map((payload) => Buffer.from(payload)));
-  return ['1', lengths.join(','), bytes];
+function journalArguments(payloads: readonly string[] | undefined): [string, string | Buffer] {
+  return payloads === undefined ? ['0', ''] : ['1', frameJournal(payloads)];
 }
 
 /** A message of an incarnation's channel, as the scripts publish it. */

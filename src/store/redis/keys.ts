@@ -40,8 +40,8 @@ export function positionsKey(keyPrefix: string, sessionId: string, incarnationId
 }
 
 /**
- * The journal of an incarnation (J1): the bytes of positions base..head, index = seq - base, beside
- * its positions. Created by the first batch that carries payloads.
+ * The journal of an incarnation (J1): a hash holding the bytes of its journaled positions
+ * (scripts/journal.ts). Created by the first batch that carries payloads.
  */
 export function journalKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
   return `${keyPrefix}:{${sessionTag(sessionId)}}:jnl:${incarnationId}`;

@@ -3,13 +3,12 @@
  * (record-events.ts).
  *
  * The record is a hash (sessionId, owner, kind, state, head, base, attach, pending; and, once
- * set, unjournaled, jbytes, jbound, pump, pumpUntil, tailUntil) and its positions a list of the upstream
+ * set, unjournaled, pump, pumpUntil, tailUntil) and its positions a list of the upstream
  * ids of positions base..head, index = seq - base, '' standing for null (position 0, and events
- * the gateway made: an empty upstream id is no id). The journal (J1) is a third key, a list beside
- * the positions, same index: the bytes of each position, '' where none; it exists once a batch
- * carried payloads. `unjournaled` is the highest position recorded without its bytes: the journal
- * can be read after it only. `jbytes` is the sum of the journal's lengths, or with `jbound` '1' a
- * bound above it (positions trimmed by count without their bytes being read back).
+ * the gateway made: an empty upstream id is no id). The journal (J1) is a third key, a hash
+ * (journal.ts) holding the bytes of the positions journaled; it exists once a batch carried
+ * payloads. `unjournaled` is the highest position recorded without its bytes: the journal can be
+ * read after it only.
  * The keys always get the same TTL in the same script, so they live and die together; a record
  * whose positions list does not hold head - base + 1 entries (one key evicted without the other)
  * counts as not recorded, because its positions can no longer be trusted; a journal that does not
@@ -21,6 +20,7 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import { INCARNATIONS_LISTED } from '../../types.js';
+import { JOURNAL_LUA } from './journal.js';
 import { TOUCH_SESSION_FUNCTION_LUA } from './session.js';
 
 /** Lua shared by the incarnation scripts. */
@@ -28,13 +28,14 @@ export const INCARNATION_LUA_PRELUDE = `
 local function recorded(head, base)
   return head ~= nil and base ~= nil and redis.call('LLEN', KEYS[2]) == head - base + 1
 end
-local function journalIntact(head, base)
-  return redis.call('LLEN', KEYS[3]) == head - base + 1
+-- The journal (journal.ts) holds every position up to the head after the record's unjournaled.
+local function journalIntact(head)
+  return tonumber(redis.call('HGET', KEYS[3], 'h')) == head
 end
 -- The first position whose bytes the journal can give (head + 1: none).
 local function journalFrom(head, base, unjournaled)
   if head == 0 then return 1 end
-  if not journalIntact(head, base) then return head + 1 end
+  if not journalIntact(head) then return head + 1 end
   return math.max(base, 1, (tonumber(unjournaled) or 0) + 1)
 end
 `;
@@ -143,13 +144,22 @@ return { attach, readIncarnation(ARGV[2]) }
  * afterSeq + 1 is journaled (none otherwise): { fields, first position, payloads }; false when
  * not recorded. KEYS: incarnation, positions, journal. ARGV: afterSeq, limit.
  */
-const READ_JOURNAL_LUA = `${RECORD_FUNCTION_LUA}
+const READ_JOURNAL_LUA = `${RECORD_FUNCTION_LUA}${JOURNAL_LUA}
 local m, head, base, from = readRecord()
 if not m then return false end
 local first = tonumber(ARGV[1]) + 1
 local last = math.min(head, first + tonumber(ARGV[2]) - 1)
 if first < from or first > last then return { m, first, {} } end
-return { m, first, redis.call('LRANGE', KEYS[3], first - base, last - base) }
+local js = jstate()
+local at, payloads = joffset(js, first), {}
+for p = first, last do
+  local len = jframe(js, at)
+  local bytes = jbytes(js, at + 4, len)
+  if not bytes then error('journal: position ' .. p .. ' is cut short') end
+  payloads[#payloads + 1] = bytes
+  at = at + 4 + len
+end
+return { m, first, payloads }
 `;
 
 /** readIncarnation() (false when not recorded). KEYS: incarnation, positions, journal, session. ARGV: afterSeq. */

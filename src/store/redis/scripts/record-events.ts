@@ -2,22 +2,23 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.js';
+import { JOURNAL_LUA } from './journal.js';
 
 /**
  * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
  * requests, trims to maxPositions and extends the TTL; first creates the incarnation when asked to
  * create it and it has no record (never superseding: the session key is not among KEYS).
- * J1: journals the events' bytes at the same positions, trimming the oldest positions until the
- * journal's bytes fit maxBytes, and notes the new head on the incarnation's channel; or, for a
- * batch without payloads, drops the journal (nothing up to its head can be read from it any more).
- * Sets the pump lease when told to.
+ * J1: journals the events' bytes (journal.ts) after the incarnation's head, trimming the oldest
+ * positions until the journal's bytes fit maxBytes, and notes the new head on the incarnation's
+ * channel; or, for a batch without payloads, drops the journal (nothing up to its head can be read
+ * from it any more). Sets the pump lease when told to.
  * KEYS: incarnation, positions, journal, the session's index of incarnations.
  * ARGV: attach, fromSeq, maxPositions, ttlMs, create ('1' or '0'), then sessionId, owner, kind and
  * pending (JSON) of the incarnation to create ('' each when create is '0'), then k, then k responded
  * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument,
  * then: maxBytes (-1: no bound), pump instance ('' to leave the lease), pumpUntil, note channel,
- * payloads ('1' or '0'), the n payloads' byte lengths joined by ',', and the n payloads
- * concatenated in one argument.
+ * payloads ('1' or '0'), and the n payloads framed in one argument (frameJournal: each its length
+ * and its bytes), which the script appends as they are, without reading them.
  *
  * One argument for all the ids, not one each: a batch holds thousands of events when a replica
  * streams fast, and the client's cost per argument was most of the gateway's cost per event. An SSE
@@ -27,7 +28,7 @@ import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.j
  * round large numbers, and 1 and "1" are different ids. The pending array is written by
  * JSON.stringify (no whitespace, strings and numbers only), which is what elements() splits.
  */
-const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}
+const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}${JOURNAL_LUA}
 local function elements(json)
   local out, i = {}, 2
   while i < #json do
@@ -53,7 +54,10 @@ local n = tonumber(ARGV[11 + k])
 local maxBytes, pump, pumpUntil, channel = tonumber(ARGV[13 + k]), ARGV[14 + k], ARGV[15 + k], ARGV[16 + k]
 local journaling = ARGV[17 + k] == '1'
 local ids = {}
-if n > 0 then
+if n > 0 and #ARGV[12 + k] == n - 1 and not string.find(ARGV[12 + k], '[^\\n]') then
+  -- Separators only: no event has an upstream id (a replica without an event store).
+  for i = 1, n do ids[i] = '' end
+elseif n > 0 then
   local joined, at = ARGV[12 + k], 1
   while true do
     local lf = string.find(joined, '\\n', at, true)
@@ -66,23 +70,14 @@ if n > 0 then
   end
 end
 if #ids ~= n then return redis.error_reply('upstream ids: expected ' .. n .. ', found ' .. #ids) end
-local payloads, size = {}, 0
-if journaling then
-  local joined, at = ARGV[19 + k], 1
-  for len in string.gmatch(ARGV[18 + k], '%d+') do
-    len = tonumber(len)
-    payloads[#payloads + 1] = string.sub(joined, at, at + len - 1)
-    at = at + len
-    size = size + len
-  end
-  if #payloads ~= n or size ~= #joined then return redis.error_reply('payloads: expected ' .. n .. ' of ' .. #joined .. ' bytes') end
-end
+local frames = journaling and ARGV[18 + k] or ''
+if journaling and #frames < 4 * n then return redis.error_reply('payloads: expected ' .. n .. ' frames in ' .. #frames .. ' bytes') end
 
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
   create(KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
 end
 
-local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending', 'unjournaled', 'jbytes', 'jbound')
+local m = redis.call('HMGET', KEYS[1], 'state', 'head', 'base', 'attach', 'pending', 'unjournaled')
 local head, base = tonumber(m[2]), tonumber(m[3])
 if not recorded(head, base) then return 'missing' end
 local from = tonumber(ARGV[2])
@@ -97,10 +92,10 @@ if from ~= head + 1 then
   if journaling then
     -- Its bytes must have landed too, and still be readable.
     if from < journalFrom(head, base, m[6]) then return 'stale' end
-    local bytes = redis.call('LRANGE', KEYS[3], from - base, from - base + n - 1)
-    for i = 1, n do
-      if bytes[i] ~= payloads[i] then return 'stale' end
-    end
+    local js = jstate()
+    if jbytes(js, joffset(js, from), #frames) ~= frames then return 'stale' end
+    -- The same bytes, and they end where position from + n - 1 ends.
+    if from + n - 1 < head and joffset(js, from + n) ~= joffset(js, from) + #frames then return 'stale' end
   end
   return 'ok'
 end
@@ -112,18 +107,16 @@ local function push(key, values, count)
   end
 end
 
-local unjournaled, jbytes, jbound = tonumber(m[6]) or 0, tonumber(m[7]) or 0, m[8] or '0'
+local unjournaled, js = tonumber(m[6]) or 0, nil
 if journaling then
-  if not journalIntact(head, base) then
-    -- The first batch with payloads (or the journal was evicted): a '' for each position so far.
+  js = jstate()
+  if js.h ~= head then
+    -- The first batch with payloads (or the journal was lost): only what follows can be read.
     redis.call('DEL', KEYS[3])
-    local blanks = {}
-    for i = 1, head - base + 1 do blanks[i] = '' end
-    push(KEYS[3], blanks, #blanks)
-    unjournaled, jbytes, jbound = head, 0, '0'
+    js = jstate()
+    js.h, unjournaled = head, head
   end
-  push(KEYS[3], payloads, n)
-  jbytes = jbytes + size
+  if n > 0 then jappend(js, frames, head + 1, n) end
 elseif n > 0 then
   -- Nothing up to the new head can be read from the journal any more; without it, none can be.
   redis.call('DEL', KEYS[3])
@@ -148,36 +141,29 @@ end
 
 -- The oldest positions go first, for the count and then for the journal's bytes; the head stays.
 local drop = math.max(0, head - base + 1 - tonumber(ARGV[3]))
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  if maxBytes < 0 or jbytes <= maxBytes then
-    -- Within the byte bound even with the oldest still counted: they go by count without their
-    -- bytes being read back (most of this script's time in a long stream of small events), and
-    -- jbytes is an upper bound (jbound) until it is counted again.
-    if drop > 0 then
-      redis.call('LTRIM', KEYS[3], drop, -1)
-      jbound = '1'
+if js == nil and redis.call('EXISTS', KEYS[3]) == 1 then js = jstate() end
+if js ~= nil and js.h == head then
+  -- The first position with bytes that stays by count; the bytes from it on, counted exactly only
+  -- when a bound above them (from its batch's start, without reading the stream) is over maxBytes.
+  local first = math.max(base + drop, unjournaled + 1, 1)
+  if maxBytes >= 0 and first <= head and jbound(js, first) > maxBytes then
+    local at = joffset(js, first)
+    local bytes = js.e - at - 4 * (head - first + 1)
+    while bytes > maxBytes and first < head do
+      local len = jframe(js, at)
+      bytes, at, first = bytes - len, at + 4 + len, first + 1
     end
-  else
-    if jbound == '1' then
-      jbytes = 0
-      for _, bytes in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do jbytes = jbytes + #bytes end
-      jbound = '0'
-    end
-    if drop > 0 then
-      for _, bytes in ipairs(redis.call('LPOP', KEYS[3], drop)) do jbytes = jbytes - #bytes end
-    end
-    while maxBytes >= 0 and jbytes > maxBytes and head - base - drop > 0 do
-      jbytes = jbytes - #redis.call('LPOP', KEYS[3])
-      drop = drop + 1
-    end
+    drop = math.max(drop, first - base)
   end
+  jtrim(js, math.max(base + drop, unjournaled + 1, 1))
+  jsave(js)
 end
 if drop > 0 then
   redis.call('LTRIM', KEYS[2], drop, -1)
   base = base + drop
 end
 redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
-if journaling then redis.call('HSET', KEYS[1], 'unjournaled', unjournaled, 'jbytes', jbytes, 'jbound', jbound) end
+if journaling then redis.call('HSET', KEYS[1], 'unjournaled', unjournaled) end
 if pump ~= '' then redis.call('HSET', KEYS[1], 'pump', pump, 'pumpUntil', pumpUntil) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])

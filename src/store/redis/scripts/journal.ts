@@ -1,0 +1,212 @@
+/**
+ * The journal's layout in Redis (CONTRACT.md §8 J1, docs/journal.md "Layout"): Lua shared by the
+ * record script, which appends to it and trims it, and the scripts that read it.
+ *
+ * The journal of an incarnation is one hash (KEYS[3]). Its events are one byte stream: for each
+ * journaled position, in order, its length as 4 bytes (big-endian) and then its bytes, exactly as
+ * the gateway sends a batch (`frameJournal`). The stream is kept in pieces:
+ *
+ * - slices: fields '0', '1', ...: slice i holds bytes [i * SLICE, (i + 1) * SLICE) of the stream.
+ *   SLICE is chosen so that a slice is one allocation of the allocator's 16 KiB class with nothing
+ *   left over (a 16,378-byte value, its 5-byte header and its terminating byte): a journal costs
+ *   its bytes, not the rounding of each event's allocation to a size class.
+ * - fragments: fields 'p1' .. 'p<m>': the bytes after the last whole slice, one field per batch
+ *   (appended without copying what is there); once they reach SLICE they are cut into slices.
+ * - the table `t` of marks: for some batches (the first, then one at least JOURNAL_MARK_EVENTS
+ *   positions or a slice's bytes after the last marked), 16 bytes: the batch's first position and
+ *   the offset of its first byte in the stream (two doubles, exact to 2^53), oldest first from byte
+ *   `t0` on (the marks before it are dropped, and cut off once they are half of the table). An
+ *   event's offset is the nearest mark's plus the frames between them.
+ * - `h`: the last position journaled (the journal is intact while it is the record's head),
+ *   `e`: the stream's length, `k`: the slices made so far, `z`: the first slice kept, `m`: the
+ *   fragments.
+ *
+ * Positions below the window go by count or bytes in the record script (their positions trimmed
+ * exactly, so the window is exact); their bytes are freed a whole slice at a time: a slice goes
+ * when every byte in it is before the last mark at or below the window's first position.
+ */
+
+/** Bytes per slice: with the sds header (5) and terminator (1), exactly jemalloc's 16 KiB class. */
+export const JOURNAL_SLICE_BYTES = 16 * 1024 - 6;
+
+/**
+ * A batch starting this many positions (or a slice's bytes) after the last marked one is marked in
+ * the table: an offset is found by reading at most that many frames, and the table stays small
+ * (copied whole by each record) when batches are of one event.
+ */
+export const JOURNAL_MARK_EVENTS = 64;
+
+/**
+ * Lua: jstate() reads the journal's fields (h nil when there is none); jsave(js) writes them;
+ * jappend, jtrim, joffset (a position's frame offset), jbytes (bytes of the stream),
+ * jframe (the length at an offset). Every function takes the state and keeps its cache of slices.
+ */
+export const JOURNAL_LUA = `
+local SLICE = ${JOURNAL_SLICE_BYTES}
+local MARK_EVENTS = ${JOURNAL_MARK_EVENTS}
+local function jstate()
+  local f = redis.call('HMGET', KEYS[3], 'h', 'e', 't', 't0', 'z', 'k', 'm')
+  return { h = tonumber(f[1]), e = tonumber(f[2]) or 0, t = f[3] or '', t0 = tonumber(f[4]) or 0,
+    z = tonumber(f[5]) or 0, k = tonumber(f[6]) or 0, m = tonumber(f[7]) or 0, cache = {} }
+end
+local function jsave(js)
+  redis.call('HSET', KEYS[3], 'h', js.h, 'e', js.e, 't', js.t, 't0', js.t0, 'z', js.z, 'k', js.k, 'm', js.m)
+end
+local function fragmentNames(m)
+  local names = {}
+  for i = 1, m do names[i] = 'p' .. i end
+  return names
+end
+-- Slice i, or the fragments when i is k (the bytes after the last whole slice).
+local function region(js, i)
+  local s = js.cache[i]
+  if s == nil then
+    if i < js.k then
+      s = redis.call('HGET', KEYS[3], tostring(i))
+      if not s then error('journal: slice ' .. i .. ' is missing') end
+    elseif js.m > 0 then
+      s = table.concat(redis.call('HMGET', KEYS[3], unpack(fragmentNames(js.m))))
+    else
+      s = ''
+    end
+    js.cache[i] = s
+  end
+  return s
+end
+-- Bytes [at, at + len) of the stream; nil when they are not all there.
+local function jbytes(js, at, len)
+  if at < js.z * SLICE or at + len > js.e then return nil end
+  local out = {}
+  while len > 0 do
+    local i = math.min(math.floor(at / SLICE), js.k)
+    local s = region(js, i)
+    local from = at - i * SLICE
+    local take = math.min(len, #s - from)
+    if take <= 0 then return nil end
+    out[#out + 1] = string.sub(s, from + 1, from + take)
+    at, len = at + take, len - take
+  end
+  return table.concat(out)
+end
+-- The length in the frame at offset at.
+local function jframe(js, at)
+  local header = jbytes(js, at, 4)
+  if not header then error('journal: no frame at ' .. at) end
+  return (struct.unpack('>I4', header))
+end
+local function entry(js, j)
+  return struct.unpack('>dd', js.t, js.t0 + 16 * j + 1)
+end
+local function entries(js)
+  return (#js.t - js.t0) / 16
+end
+-- The last mark at or below p (the first when none is): its position and offset; nil without marks.
+local function nearestMark(js, p)
+  local lo, hi = 0, entries(js) - 1
+  if hi < 0 then return nil end
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if entry(js, mid) <= p then lo = mid else hi = mid - 1 end
+  end
+  return entry(js, lo)
+end
+-- The offset of position p's frame (e for the position after the last), p journaled.
+local function joffset(js, p)
+  if p > js.h then return js.e end
+  local q, at = nearestMark(js, p)
+  if q == nil or q > p then error('journal: position ' .. p .. ' is not journaled') end
+  while q < p do
+    at = at + 4 + jframe(js, at)
+    q = q + 1
+  end
+  return at
+end
+-- An upper bound of the bytes (without frames) of positions p..h, without reading the stream.
+local function jbound(js, p)
+  local q, at = nearestMark(js, p)
+  if q == nil then return 0 end
+  return js.e - at - 4 * (js.h - math.max(q, p) + 1)
+end
+-- Appends a batch: n frames from position first on. Copies through Lua cost about as much per
+-- byte as receiving the batch did: the bytes that fill the open slice are joined with its
+-- fragments, and the rest is cut straight from the argument.
+local function jappend(js, frames, first, n)
+  local count = entries(js)
+  local mark = count == 0
+  if not mark then
+    local q, at = entry(js, count - 1)
+    mark = first - q >= MARK_EVENTS or js.e - at >= SLICE
+  end
+  if mark then js.t = js.t .. struct.pack('>dd', first, js.e) end
+  local have = js.e - js.k * SLICE
+  if have + #frames < SLICE then
+    js.m = js.m + 1
+    redis.call('HSET', KEYS[3], 'p' .. js.m, frames)
+  else
+    local at = SLICE - have + 1
+    local filled = string.sub(frames, 1, at - 1)
+    if js.m > 0 then
+      local names = fragmentNames(js.m)
+      local parts = redis.call('HMGET', KEYS[3], unpack(names))
+      redis.call('HDEL', KEYS[3], unpack(names))
+      parts[#parts + 1] = filled
+      filled = table.concat(parts)
+    end
+    redis.call('HSET', KEYS[3], tostring(js.k), filled)
+    js.k = js.k + 1
+    while #frames - at + 1 >= SLICE do
+      redis.call('HSET', KEYS[3], tostring(js.k), string.sub(frames, at, at + SLICE - 1))
+      js.k, at = js.k + 1, at + SLICE
+    end
+    js.m = 0
+    if at <= #frames then
+      js.m = 1
+      redis.call('HSET', KEYS[3], 'p1', string.sub(frames, at))
+    end
+  end
+  js.cache = {}
+  js.e = js.e + #frames
+  js.h = first + n - 1
+end
+-- Frees what no position from p on needs: the marks before p's, and the slices before it.
+local function jtrim(js, p)
+  local count, j = entries(js), 0
+  while j + 1 < count and entry(js, j + 1) <= p do j = j + 1 end
+  js.t0 = js.t0 + 16 * j
+  if js.t0 * 2 > #js.t then
+    js.t = string.sub(js.t, js.t0 + 1)
+    js.t0 = 0
+  end
+  if entries(js) == 0 then return end
+  local _, oldest = entry(js, 0)
+  local upto = math.min(math.floor(oldest / SLICE), js.k) - 1
+  for i = js.z, upto, 1000 do
+    local names = {}
+    for s = i, math.min(i + 999, upto) do names[#names + 1] = tostring(s) end
+    redis.call('HDEL', KEYS[3], unpack(names))
+  end
+  if upto >= js.z then js.z = upto + 1 end
+end
+`;
+
+/**
+ * A batch's payloads as the record script journals them: for each, its UTF-8 length as 4 bytes
+ * (big-endian) and its bytes. Each is encoded on its own: joined, a lone surrogate at the end of
+ * one and one at the start of the next would pair and encode differently.
+ */
+export function frameJournal(payloads: readonly string[]): Buffer {
+  let total = 4 * payloads.length;
+  const lengths = new Array<number>(payloads.length);
+  for (let i = 0; i < payloads.length; i++) {
+    const length = Buffer.byteLength(payloads[i]!);
+    lengths[i] = length;
+    total += length;
+  }
+  const frames = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let i = 0; i < payloads.length; i++) {
+    at = frames.writeUInt32BE(lengths[i]!, at);
+    at += frames.write(payloads[i]!, at);
+  }
+  return frames;
+}
