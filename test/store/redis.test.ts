@@ -231,6 +231,11 @@ t.test('redis: the journal is a hash of framed bytes beside the positions, same 
   t.same(await redis.hgetBuffer(jnl, 'p1'), frameJournal(payloads), 'each payload framed by its UTF-8 length');
   t.same(await redis.lrange(pos, 0, -1), ['', 'u1', '', 'u3']);
   t.match(await redis.hgetall(inc), { head: '3', base: '0', unjournaled: '1' });
+  // The list layout's key, as a gateway before the hash layout leaves it during an upgrade.
+  const listKey = jnl.replace(':jrn:', ':jnl:');
+  t.not(listKey, jnl);
+  await redis.rpush(listKey, '', '', 'data: other\n\n', 'data: bytes\n\n');
+  t.same((await store.readJournal('s1', 'g1', 1, 10))?.events.map((e) => e.payload), payloads, "the earlier layout's list is not read");
   for (const key of [inc, pos, jnl]) t.ok(setTo(await redis.pttl(key), 300_000), `record sets the TTL of ${key}`);
   await store.attachIncarnation('s1', 'g1', 200_000, 0);
   t.ok(setTo(await redis.pttl(jnl), 200_000), 'attach sets it');

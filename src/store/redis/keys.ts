@@ -41,10 +41,12 @@ export function positionsKey(keyPrefix: string, sessionId: string, incarnationId
 
 /**
  * The journal of an incarnation (J1): a hash holding the bytes of its journaled positions
- * (scripts/journal.ts). Created by the first batch that carries payloads.
+ * (scripts/journal.ts). Created by the first batch that carries payloads. Not the name of the
+ * earlier layout (a list per incarnation, `jnl`): gateways of both layouts on one store during an
+ * upgrade each find the other's journal missing, which reads as unjournaled, never as a wrong type.
  */
 export function journalKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
-  return `${keyPrefix}:{${sessionTag(sessionId)}}:jnl:${incarnationId}`;
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:jrn:${incarnationId}`;
 }
 
 /**
