@@ -151,14 +151,7 @@ local first = tonumber(ARGV[1]) + 1
 local last = math.min(head, first + tonumber(ARGV[2]) - 1)
 if first < from or first > last then return { m, first, {} } end
 local js = jstate()
-local at, payloads = joffset(js, first), {}
-for p = first, last do
-  local len = jframe(js, at)
-  local bytes = jbytes(js, at + 4, len)
-  if not bytes then error('journal: position ' .. p .. ' is cut short') end
-  payloads[#payloads + 1] = bytes
-  at = at + 4 + len
-end
+local _, payloads = jwalk(js, joffset(js, first), last - first + 1, true)
 return { m, first, payloads }
 `;
 

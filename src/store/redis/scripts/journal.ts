@@ -38,8 +38,8 @@ export const JOURNAL_MARK_EVENTS = 64;
 
 /**
  * Lua: jstate() reads the journal's fields (h nil when there is none); jsave(js) writes them;
- * jappend, jtrim, joffset (a position's frame offset), jbytes (bytes of the stream),
- * jframe (the length at an offset). Every function takes the state and keeps its cache of slices.
+ * jappend, jtrim, joffset (a position's frame offset), jwalk (frames from an offset), jbytes
+ * (bytes of the stream), jframe (the length at an offset). Every function takes the state and keeps its cache of slices.
  */
 export const JOURNAL_LUA = `
 local SLICE = ${JOURNAL_SLICE_BYTES}
@@ -110,16 +110,34 @@ local function nearestMark(js, p)
   end
   return entry(js, lo)
 end
+-- Walks count frames from offset at: the offset after them, and their bytes when keep. A frame is
+-- read from its slice where it lies whole in one, through jbytes where it straddles two.
+local function jwalk(js, at, count, keep)
+  local out, i, s, base = {}, -1, '', 0
+  for c = 1, count do
+    local r = math.min(math.floor(at / SLICE), js.k)
+    if r ~= i then i, s, base = r, region(js, r), r * SLICE end
+    local off = at - base
+    local len
+    if off + 4 <= #s then len = struct.unpack('>I4', s, off + 1) else len = jframe(js, at) end
+    if keep then
+      if off + 4 + len <= #s then
+        out[c] = string.sub(s, off + 5, off + 4 + len)
+      else
+        out[c] = jbytes(js, at + 4, len)
+        if not out[c] then error('journal: the frame at ' .. at .. ' is cut short') end
+      end
+    end
+    at = at + 4 + len
+  end
+  return at, out
+end
 -- The offset of position p's frame (e for the position after the last), p journaled.
 local function joffset(js, p)
   if p > js.h then return js.e end
   local q, at = nearestMark(js, p)
   if q == nil or q > p then error('journal: position ' .. p .. ' is not journaled') end
-  while q < p do
-    at = at + 4 + jframe(js, at)
-    q = q + 1
-  end
-  return at
+  return (jwalk(js, at, p - q, false))
 end
 -- An upper bound of the bytes (without frames) of positions p..h, without reading the stream.
 local function jbound(js, p)
