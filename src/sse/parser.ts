@@ -97,6 +97,15 @@ export class SseParser {
     this.maxEventBytes = options.maxEventBytes ?? Infinity;
   }
 
+  /**
+   * True between two blocks with nothing held back (no partial line, no CR waiting for its LF, the
+   * BOM settled): the next byte pushed starts a line. A reader may then take whole blocks out of the
+   * stream itself (rewriter.ts does, for blocks already in canonical form) and push the rest.
+   */
+  get atBoundary(): boolean {
+    return !this.closed && !this.bomPending && !this.afterCR && this.pending.length === 0 && !this.inBlock;
+  }
+
   push(chunk: Uint8Array): void {
     if (this.closed || chunk.length === 0) return;
     let buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);

@@ -18,12 +18,18 @@
  * With the journal (CONTRACT.md §8 J1), every event gets a cursor, with an upstream id or without,
  * and its bytes (its block without the id line) are recorded with its position in the same batch.
  *
+ * A block that the replica wrote already as serializer.ts would write it (canonical.ts: what the
+ * MCP SDK's servers write) is copied as bytes, its id line replaced, and its payload decoded once
+ * from them; any other block is parsed and written again. The client sees the same bytes either way.
+ *
  * Nothing half-rewritten is ever sent: a block is forwarded only when complete and recorded; an
  * oversized event, a refused record or a broken replay ends the output where it stands.
  */
+import { isAscii, isUtf8 } from 'node:buffer';
 import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { responseIds } from '../jsonrpc.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
+import { scanCanonical, type CanonicalSpan } from './canonical.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
 import { commentText, eventText, eventTextWithCursor, journaledWithCursor } from './serializer.js';
 
@@ -149,6 +155,10 @@ export class SseRewriter {
   #issuer: CursorIssuer | undefined;
   readonly #cursors: CursorTarget | undefined;
   readonly #awaiting: Set<JsonRpcId>;
+  /** scanCanonical's answer, one object for the stream. */
+  readonly #span: CanonicalSpan = { start: 0, idStart: 0, idEnd: 0, end: 0 };
+  /** Where a copied event's payload is put together when its id line is in the middle of it. */
+  #scratch: Buffer = EMPTY;
 
   constructor(options: RewriterOptions) {
     this.#options = options;
@@ -185,10 +195,9 @@ export class SseRewriter {
    */
   prepare(chunk: Uint8Array): Batch {
     if (this.#stopped) return this.#nothing(this.#stopped);
-    this.#parser.push(chunk);
-    const items = this.#items;
-    this.#items = [];
-    return this.#prepare(items);
+    const draft = new Draft(this.#issued + 1);
+    this.#read(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), draft);
+    return this.#finish(draft);
   }
 
   /**
@@ -235,7 +244,9 @@ export class SseRewriter {
 
   /** An event made by the gateway itself (a signal), numbered and recorded like any other. */
   synthetic(data: string): Promise<RewriteResult> {
-    return this.commit(this.#prepare([{ kind: 'event', id: '', event: undefined, data, retry: undefined, size: 0 }], true));
+    const draft = new Draft(this.#issued + 1);
+    this.#take([{ kind: 'event', id: '', event: undefined, data, retry: undefined, size: 0 }], draft, true);
+    return this.commit(this.#finish(draft));
   }
 
   #nothing(end: EndReason | undefined): Batch {
@@ -253,87 +264,147 @@ export class SseRewriter {
     };
   }
 
-  #prepare(items: readonly SseItem[], synthetic = false): Batch {
-    if (items.length === 0) return this.#nothing(undefined);
-    // The batch is written as text and encoded once; events that carry a cursor get it in a second
-    // pass, all numbered at once (one AES call for the whole read, see CursorIssuer).
-    const parts: string[] = [];
-    const numbered: SseEvent[] = [];
-    const slots: number[] = [];
-    const seqs: number[] = [];
-    const upstreamIds: (string | null)[] = [];
-    const responded: JsonRpcId[] = [];
-    const answered: JsonRpcId[] = [];
-    const journal = this.#cursors?.journal === true;
-    const payloads: string[] = [];
-    const fromSeq = this.#issued + 1;
-    let events = 0;
-    let end: EndReason | undefined;
-    const number = (item: SseEvent, seq: number) => {
-      numbered.push(item);
-      slots.push(parts.length);
-      seqs.push(seq);
-      parts.push('');
-    };
+  /**
+   * Reads one chunk into the draft, in order. Blocks already in canonical form (canonical.ts) are
+   * copied as bytes, their id lines replaced; the parser reads everything else, and always reads on
+   * to the end of a block it began. Copying needs cursors, a live stream (a replay is checked event
+   * by event), and no responses to look for (their data is parsed).
+   */
+  #read(buf: Buffer, draft: Draft): void {
+    const len = buf.length;
+    let pos = 0;
+    draft.source(buf);
+    // The bytes of this chunk that blocks may be copied from: whole lines, no CR, valid UTF-8.
+    let limit = -1;
+    let ascii = false;
+    while (pos < len && draft.end === undefined) {
+      const copying = this.#cursors !== undefined && !this.#options.trackResponses && this.#checked >= (this.#options.verify?.expected.length ?? 0);
+      let next = len;
+      if (copying && this.#parser.atBoundary) {
+        if (limit < 0) {
+          const lastLF = buf.lastIndexOf(LF);
+          const cr = buf.indexOf(CR, pos);
+          const end = cr !== -1 && cr <= lastLF ? cr : lastLF + 1;
+          const region = buf.subarray(pos, Math.max(pos, end));
+          ascii = isAscii(region);
+          limit = ascii || isUtf8(region) ? end : pos;
+        }
+        if (pos < limit) {
+          pos = this.#copy(buf, pos, limit, ascii, draft);
+          if (pos >= len) break;
+          // Not canonical: the parser reads this block, and copying goes on after it.
+          next = blockEnd(buf, pos);
+        }
+      } else if (copying) {
+        next = blockEnd(buf, pos);
+      }
+      this.#parser.push(pos === 0 && next === len ? buf : buf.subarray(pos, next));
+      const items = this.#items;
+      this.#items = [];
+      this.#take(items, draft, false);
+      pos = next;
+    }
+  }
 
+  /** Copies the canonical blocks and comments from `pos` on; returns where the first other thing starts. */
+  #copy(buf: Buffer, pos: number, limit: number, ascii: boolean, draft: Draft): number {
+    const span = this.#span;
+    const journal = this.#cursors!.journal === true;
+    for (;;) {
+      const kind = scanCanonical(buf, pos, limit, this.#options.maxEventBytes, span);
+      if (kind === 'other') return pos;
+      pos = span.end;
+      if (kind === 'blank') continue;
+      if (kind === 'comment') {
+        draft.copy(span.start, span.end);
+        continue;
+      }
+      const { start, idStart, idEnd, end } = span;
+      draft.events++;
+      const hasId = idEnd - idStart > ID_LINE_EMPTY;
+      if (!journal && !hasId) {
+        // No id (or an empty one): passes as it is (E1).
+        draft.copy(start, end);
+        continue;
+      }
+      draft.upstreamIds.push(hasId ? decode(buf, ascii, idStart + ID_LINE_START.length, idEnd - 1) : null);
+      if (journal) draft.payloads.push(this.#payload(buf, span, ascii));
+      draft.copy(start, idStart);
+      draft.cursor(draft.fromSeq + draft.upstreamIds.length - 1);
+      draft.copy(idEnd, end);
+    }
+  }
+
+  /** J1: a copied event's bytes without its id line, decoded into one flat string. */
+  #payload(buf: Buffer, span: CanonicalSpan, ascii: boolean): string {
+    const { start, idStart, idEnd, end } = span;
+    if (idStart === idEnd) return decode(buf, ascii, start, end);
+    if (idStart === start) return decode(buf, ascii, idEnd, end);
+    const bytes = idStart - start + end - idEnd;
+    if (this.#scratch.length < bytes) this.#scratch = Buffer.allocUnsafe(Math.max(bytes, 2 * this.#scratch.length));
+    buf.copy(this.#scratch, 0, start, idStart);
+    buf.copy(this.#scratch, idStart - start, idEnd, end);
+    return decode(this.#scratch, ascii, 0, bytes);
+  }
+
+  /** Adds the parser's items to the draft. */
+  #take(items: readonly SseItem[], draft: Draft, synthetic: boolean): void {
+    const journal = this.#cursors?.journal === true;
     for (const item of items) {
       if (item.kind === 'comment') {
-        parts.push(commentText(item.text));
+        draft.text(commentText(item.text));
         continue;
       }
       if (item.kind === 'truncated') continue;
       if (item.kind === 'error') {
-        end = 'event_too_large';
+        draft.end = 'event_too_large';
         break;
       }
       if (this.#checked < (this.#options.verify?.expected.length ?? 0)) {
         // Check 7: the next replayed event must be the next recorded one, nothing else.
         const { expected, fromSeq: base } = this.#options.verify!;
         if (!item.id || item.id !== expected[this.#checked]) {
-          end = 'gap';
+          draft.end = 'gap';
           break;
         }
-        number(item, base + 1 + this.#checked);
+        draft.number(item, base + 1 + this.#checked, -1);
         this.#checked++;
-        events++;
+        draft.events++;
         continue;
       }
       const answers = this.#options.trackResponses && item.data ? responseIds(item.data) : NO_IDS;
-      if (answers.length > 0) answered.push(...answers);
+      if (answers.length > 0) draft.answers.push(...answers);
       if (item.id && !this.#cursors) {
-        parts.push(eventText({ ...item, id: undefined }));
+        draft.text(eventText({ ...item, id: undefined }));
       } else if (synthetic || item.id || journal) {
-        const seq = fromSeq + upstreamIds.length;
-        upstreamIds.push(synthetic || !item.id ? null : item.id);
-        responded.push(...answers);
-        if (journal) payloads.push(eventText({ ...item, id: undefined }));
-        number(item, seq);
+        const seq = draft.fromSeq + draft.upstreamIds.length;
+        draft.upstreamIds.push(synthetic || !item.id ? null : item.id);
+        draft.responded.push(...answers);
+        if (journal) draft.payloads.push(eventText({ ...item, id: undefined }));
+        draft.number(item, seq, journal ? draft.payloads.length - 1 : -1);
       } else {
         // No id (or an empty one, which resets the client's last id): passes as it is (E1).
-        parts.push(eventText(item));
+        draft.text(eventText(item));
       }
-      events++;
+      draft.events++;
     }
+  }
 
+  #finish(draft: Draft): Batch {
+    if (draft.events === 0 && draft.end === undefined && draft.parts.length === 0 && draft.ops.length === 0) return this.#nothing(undefined);
+    const { fromSeq, upstreamIds, payloads, end } = draft;
     this.#issued = fromSeq + upstreamIds.length - 1;
     if (end) this.#stopped = end;
-    if (seqs.length > 0) {
-      const cursors = this.#issue(seqs);
-      // A journaled event leaves as its journal replays it: the same bytes (E3).
-      const replayed = numbered.length - payloads.length;
-      for (let i = 0; i < numbered.length; i++) {
-        parts[slots[i]!] = i < replayed ? eventTextWithCursor(numbered[i]!, cursors[i]!) : journaledWithCursor(payloads[i - replayed]!, cursors[i]!);
-      }
-    }
+    const journal = this.#cursors?.journal === true;
     return {
-      out: parts.length === 0 ? [] : [Buffer.from(parts.join(''), 'utf8')],
-      events,
+      out: draft.bytes(draft.seqs.length > 0 ? this.#issue(draft.seqs) : NO_CURSORS, journal ? payloads : NO_PAYLOADS),
+      events: draft.events,
       ...(end ? { end } : {}),
       fromSeq,
       upstreamIds,
-      responded,
+      responded: draft.responded,
       payloads: journal ? payloads : undefined,
-      answers: answered,
+      answers: draft.answers,
       head: this.#issued,
       checked: this.#checked,
     };
@@ -350,3 +421,157 @@ export class SseRewriter {
 
 const EMPTY = Buffer.alloc(0);
 const NO_IDS: readonly JsonRpcId[] = [];
+const NO_CURSORS: readonly string[] = [];
+const NO_PAYLOADS: readonly string[] = [];
+const LF = 0x0a;
+const CR = 0x0d;
+const BLANK_LINE = Buffer.from('\n\n');
+/** `id: ` and its LF: an id line no longer than this carries an empty id. */
+const ID_LINE_EMPTY = 'id: \n'.length;
+const ID_LINE_START = 'id: ';
+
+/**
+ * Buffer's own methods behind toString, without its argument handling, which costs as much as the
+ * decoding for strings of an event's size (undici reads bodies with utf8Slice too).
+ */
+interface RawBuffer extends Buffer {
+  latin1Slice(start: number, end: number): string;
+  utf8Slice(start: number, end: number): string;
+}
+
+/** buf[start, end) as text: Latin-1 is UTF-8 for ASCII, and quicker to decode. */
+function decode(buf: Buffer, ascii: boolean, start: number, end: number): string {
+  return ascii ? (buf as RawBuffer).latin1Slice(start, end) : (buf as RawBuffer).utf8Slice(start, end);
+}
+
+/** Where the block that `pos` is in ends (after its blank line), or the end of the chunk. */
+function blockEnd(buf: Buffer, pos: number): number {
+  const blank = buf.indexOf(BLANK_LINE, pos);
+  return blank === -1 ? buf.length : blank + BLANK_LINE.length;
+}
+
+// What the output is made of, three numbers an operation: bytes of the chunk, a cursor's id line,
+// or texts that the parser's items became.
+const COPY = 0;
+const CURSOR = 1;
+const TEXTS = 2;
+
+/**
+ * One batch as it is read: its records, and its output in order, cursors left blank until the
+ * whole batch is numbered (one AES call, see CursorIssuer). The output is text (what the parser
+ * read, serialized again) and, once blocks are copied, byte ranges of the chunk beside it.
+ */
+class Draft {
+  readonly fromSeq: number;
+  events = 0;
+  end: EndReason | undefined;
+  readonly upstreamIds: (string | null)[] = [];
+  readonly responded: JsonRpcId[] = [];
+  readonly answers: JsonRpcId[] = [];
+  readonly payloads: string[] = [];
+  /** The positions to number, in order. */
+  readonly seqs: number[] = [];
+  /** Texts for the client; '' where a parsed event waits for its cursor. */
+  readonly parts: string[] = [];
+  /** The parsed events that wait for a cursor: their part, position among seqs and payload (-1: none). */
+  readonly #numbered: SseEvent[] = [];
+  readonly #slots: number[] = [];
+  readonly #cursorAt: number[] = [];
+  readonly #payloadAt: number[] = [];
+  /** Once something is copied: the whole output as operations (COPY from to, CURSOR index, TEXTS from to). */
+  readonly ops: number[] = [];
+  #chunk: Buffer = EMPTY;
+  #textsFrom = 0;
+
+  constructor(fromSeq: number) {
+    this.fromSeq = fromSeq;
+  }
+
+  text(text: string): void {
+    this.parts.push(text);
+  }
+
+  number(item: SseEvent, seq: number, payloadAt: number): void {
+    this.#numbered.push(item);
+    this.#slots.push(this.parts.length);
+    this.#cursorAt.push(this.seqs.length);
+    this.#payloadAt.push(payloadAt);
+    this.seqs.push(seq);
+    this.parts.push('');
+  }
+
+  /** Bytes [from, to) of the chunk being read (one chunk a draft), joined to the range before when they follow it. */
+  copy(from: number, to: number): void {
+    if (from === to) return;
+    this.#flushTexts();
+    const ops = this.ops;
+    const n = ops.length;
+    if (n > 0 && ops[n - 3] === COPY && ops[n - 1] === from) ops[n - 1] = to;
+    else ops.push(COPY, from, to);
+  }
+
+  /** The id line of the cursor for `seq`. */
+  cursor(seq: number): void {
+    this.#flushTexts();
+    this.ops.push(CURSOR, this.seqs.length, 0);
+    this.seqs.push(seq);
+  }
+
+  source(chunk: Buffer): void {
+    this.#chunk = chunk;
+  }
+
+  /** The output, given the cursors of `seqs` and the payloads (J1) of the events that were parsed. */
+  bytes(cursors: readonly string[], payloads: readonly string[]): Buffer[] {
+    const { parts } = this;
+    for (let i = 0; i < this.#numbered.length; i++) {
+      const cursor = cursors[this.#cursorAt[i]!]!;
+      const payloadAt = this.#payloadAt[i]!;
+      // A journaled event leaves as its journal replays it: the same bytes (E3).
+      parts[this.#slots[i]!] = payloadAt < 0 ? eventTextWithCursor(this.#numbered[i]!, cursor) : journaledWithCursor(payloads[payloadAt]!, cursor);
+    }
+    if (this.ops.length === 0) return parts.length === 0 ? [] : [Buffer.from(parts.join(''), 'utf8')];
+    this.#flushTexts();
+    const { ops } = this;
+    const texts: string[] = [];
+    let size = 0;
+    for (let i = 0; i < ops.length; i += 3) {
+      const op = ops[i];
+      if (op === COPY) size += ops[i + 2]! - ops[i + 1]!;
+      else if (op === CURSOR) size += ID_LINE_EMPTY + cursors[ops[i + 1]!]!.length;
+      else {
+        const text = parts.slice(ops[i + 1], ops[i + 2]).join('');
+        ops[i + 1] = texts.length;
+        texts.push(text);
+        size += Buffer.byteLength(text);
+      }
+    }
+    // Every cursor's id line, encoded at once: a cursor is made of several strings, which cost more
+    // to encode one by one than to join.
+    const lines = Buffer.from(`${ID_LINE_START}${cursors.join(`\n${ID_LINE_START}`)}\n`, 'latin1');
+    const lineStarts = new Array<number>(cursors.length + 1);
+    lineStarts[0] = 0;
+    for (let k = 0; k < cursors.length; k++) lineStarts[k + 1] = lineStarts[k]! + ID_LINE_EMPTY + cursors[k]!.length;
+    const out = Buffer.allocUnsafe(size);
+    const chunk = this.#chunk;
+    let at = 0;
+    for (let i = 0; i < ops.length; i += 3) {
+      const op = ops[i];
+      if (op === COPY) {
+        at += chunk.copy(out, at, ops[i + 1], ops[i + 2]);
+      } else if (op === CURSOR) {
+        const k = ops[i + 1]!;
+        at += lines.copy(out, at, lineStarts[k], lineStarts[k + 1]);
+      } else {
+        at += out.write(texts[ops[i + 1]!]!, at, 'utf8');
+      }
+    }
+    return [out];
+  }
+
+  #flushTexts(): void {
+    if (this.parts.length === this.#textsFrom) return;
+    this.ops.push(TEXTS, this.#textsFrom, this.parts.length);
+    this.#textsFrom = this.parts.length;
+  }
+}
