@@ -216,8 +216,25 @@ export class CursorIssuer {
     return out;
   }
 
+  /**
+   * The cursors of positions `seqs` as bytes, each between `before` and `after` (a writer's framing,
+   * such as an SSE id line): the same characters as encode's, without a string for each cursor.
+   * Throws RangeError on a seq that no cursor can carry.
+   */
+  lines(seqs: readonly number[], before: string, after: string): CursorLines {
+    return new CursorLines(Buffer.from(before + this.#head, 'latin1'), Buffer.from(this.#middle, 'latin1'), Buffer.from(after, 'latin1'), seqs, Buffer.from(this.#macText(seqs), 'latin1'));
+  }
+
   /** @internal The macs alone (decode checks one). */
   macs(seqs: readonly number[]): string[] {
+    const text = this.#macText(seqs);
+    const macs = new Array<string>(seqs.length);
+    for (let i = 0; i < seqs.length; i++) macs[i] = text.slice(i * MAC_STRIDE_CHARS, i * MAC_STRIDE_CHARS + MAC_LENGTH);
+    return macs;
+  }
+
+  /** The macs of `seqs` in one base64url text, MAC_STRIDE_CHARS characters each, of which the first MAC_LENGTH are the mac. */
+  #macText(seqs: readonly number[]): string {
     const n = seqs.length;
     const blocks = Buffer.alloc(n * MAC_BYTES);
     for (let i = 0; i < n; i++) {
@@ -240,11 +257,64 @@ export class CursorIssuer {
     for (let i = 0; i < n; i++) {
       for (let j = 0; j < MAC_BYTES; j++) spaced[i * MAC_STRIDE + j] = enciphered[i * MAC_BYTES + j]!;
     }
-    const text = spaced.toString('base64url');
-    const macs = new Array<string>(n);
-    for (let i = 0; i < n; i++) macs[i] = text.slice(i * MAC_STRIDE_CHARS, i * MAC_STRIDE_CHARS + MAC_LENGTH);
-    return macs;
+    return spaced.toString('base64url');
   }
+}
+
+/** A batch of cursors as bytes (CursorIssuer.lines): each one's length, and each one written where it goes. */
+export class CursorLines {
+  readonly #head: Buffer;
+  readonly #middle: Buffer;
+  readonly #after: Buffer;
+  readonly #seqs: readonly number[];
+  readonly #macs: Buffer;
+
+  /** @internal Made by CursorIssuer.lines. */
+  constructor(head: Buffer, middle: Buffer, after: Buffer, seqs: readonly number[], macs: Buffer) {
+    this.#head = head;
+    this.#middle = middle;
+    this.#after = after;
+    this.#seqs = seqs;
+    this.#macs = macs;
+  }
+
+  /** The bytes of the i-th line. */
+  length(i: number): number {
+    return this.#head.length + base36Length(this.#seqs[i]!) + this.#middle.length + MAC_LENGTH + this.#after.length;
+  }
+
+  /** Writes the i-th line into `out` at `at`; returns its length. */
+  write(i: number, out: Buffer, at: number): number {
+    let p = put(this.#head, out, at);
+    const seq = this.#seqs[i]!;
+    const digits = base36Length(seq);
+    // Canonical base36, as Number.prototype.toString(36) writes it; (v - d) / 36 is exact.
+    for (let k = digits - 1, v = seq; k >= 0; k--) {
+      const d = v % 36;
+      out[p + k] = BASE36[d]!;
+      v = (v - d) / 36;
+    }
+    p = put(this.#middle, out, p + digits);
+    const macs = this.#macs;
+    const from = i * MAC_STRIDE_CHARS;
+    for (let j = 0; j < MAC_LENGTH; j++) out[p + j] = macs[from + j]!;
+    p = put(this.#after, out, p + MAC_LENGTH);
+    return p - at;
+  }
+}
+
+const BASE36 = Buffer.from('0123456789abcdefghijklmnopqrstuvwxyz', 'latin1');
+
+function base36Length(seq: number): number {
+  let digits = 1;
+  for (let v = seq; v >= 36; v = (v - (v % 36)) / 36) digits++;
+  return digits;
+}
+
+/** Copies `bytes` into `out` at `at` (a few bytes: a loop costs less than a call to copy); returns where it ended. */
+function put(bytes: Buffer, out: Buffer, at: number): number {
+  for (let j = 0; j < bytes.length; j++) out[at + j] = bytes[j]!;
+  return at + bytes.length;
 }
 
 /** A value with the shape of a cursor, its fields read but not authenticated. */

@@ -396,8 +396,12 @@ export class SseRewriter {
     this.#issued = fromSeq + upstreamIds.length - 1;
     if (end) this.#stopped = end;
     const journal = this.#cursors?.journal === true;
+    if (draft.seqs.length > 0 && !this.#issuer) {
+      const { codec, sessionId, incarnation } = this.#cursors!;
+      this.#issuer = codec.issuer(sessionId, incarnation);
+    }
     return {
-      out: draft.bytes(draft.seqs.length > 0 ? this.#issue(draft.seqs) : NO_CURSORS, journal ? payloads : NO_PAYLOADS),
+      out: draft.bytes(this.#issuer, journal ? payloads : NO_PAYLOADS),
       events: draft.events,
       ...(end ? { end } : {}),
       fromSeq,
@@ -408,14 +412,6 @@ export class SseRewriter {
       head: this.#issued,
       checked: this.#checked,
     };
-  }
-
-  #issue(seqs: readonly number[]): string[] {
-    if (!this.#issuer) {
-      const { codec, sessionId, incarnation } = this.#cursors!;
-      this.#issuer = codec.issuer(sessionId, incarnation);
-    }
-    return this.#issuer.encode(seqs);
   }
 }
 
@@ -482,6 +478,7 @@ class Draft {
   readonly ops: number[] = [];
   #chunk: Buffer = EMPTY;
   #textsFrom = 0;
+  #copiedCursors = 0;
 
   constructor(fromSeq: number) {
     this.fromSeq = fromSeq;
@@ -515,15 +512,17 @@ class Draft {
     this.#flushTexts();
     this.ops.push(CURSOR, this.seqs.length, 0);
     this.seqs.push(seq);
+    this.#copiedCursors++;
   }
 
   source(chunk: Buffer): void {
     this.#chunk = chunk;
   }
 
-  /** The output, given the cursors of `seqs` and the payloads (J1) of the events that were parsed. */
-  bytes(cursors: readonly string[], payloads: readonly string[]): Buffer[] {
-    const { parts } = this;
+  /** The output, with the cursors of `seqs` from `issuer` (one AES call) and the payloads (J1) of the events that were parsed. */
+  bytes(issuer: CursorIssuer | undefined, payloads: readonly string[]): Buffer[] {
+    const { parts, seqs } = this;
+    const cursors = this.#numbered.length > 0 ? issuer!.encode(seqs) : NO_CURSORS;
     for (let i = 0; i < this.#numbered.length; i++) {
       const cursor = cursors[this.#cursorAt[i]!]!;
       const payloadAt = this.#payloadAt[i]!;
@@ -533,12 +532,14 @@ class Draft {
     if (this.ops.length === 0) return parts.length === 0 ? [] : [Buffer.from(parts.join(''), 'utf8')];
     this.#flushTexts();
     const { ops } = this;
+    // The copied events' id lines are written as bytes, without a string for each cursor.
+    const lines = this.#copiedCursors > 0 ? issuer!.lines(seqs, ID_LINE_START, '\n') : undefined;
     const texts: string[] = [];
     let size = 0;
     for (let i = 0; i < ops.length; i += 3) {
       const op = ops[i];
       if (op === COPY) size += ops[i + 2]! - ops[i + 1]!;
-      else if (op === CURSOR) size += ID_LINE_EMPTY + cursors[ops[i + 1]!]!.length;
+      else if (op === CURSOR) size += lines!.length(ops[i + 1]!);
       else {
         const text = parts.slice(ops[i + 1], ops[i + 2]).join('');
         ops[i + 1] = texts.length;
@@ -546,12 +547,6 @@ class Draft {
         size += Buffer.byteLength(text);
       }
     }
-    // Every cursor's id line, encoded at once: a cursor is made of several strings, which cost more
-    // to encode one by one than to join.
-    const lines = Buffer.from(`${ID_LINE_START}${cursors.join(`\n${ID_LINE_START}`)}\n`, 'latin1');
-    const lineStarts = new Array<number>(cursors.length + 1);
-    lineStarts[0] = 0;
-    for (let k = 0; k < cursors.length; k++) lineStarts[k + 1] = lineStarts[k]! + ID_LINE_EMPTY + cursors[k]!.length;
     const out = Buffer.allocUnsafe(size);
     const chunk = this.#chunk;
     let at = 0;
@@ -560,8 +555,7 @@ class Draft {
       if (op === COPY) {
         at += chunk.copy(out, at, ops[i + 1], ops[i + 2]);
       } else if (op === CURSOR) {
-        const k = ops[i + 1]!;
-        at += lines.copy(out, at, lineStarts[k], lineStarts[k + 1]);
+        at += lines!.write(ops[i + 1]!, out, at);
       } else {
         at += out.write(texts[ops[i + 1]!]!, at, 'utf8');
       }

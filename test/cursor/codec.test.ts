@@ -138,6 +138,28 @@ t.test('an issuer numbers a batch exactly as encode numbers each position alone'
   t.throws(() => codec.issuer(SESSION, newIncarnationId()).encode([1, -1]), RangeError);
 });
 
+t.test('an issuer writes a batch as bytes with the same characters as encode, each line where it is asked to', async (t) => {
+  check(
+    t,
+    fc.property(sessionArb, incarnationArb, fc.array(fc.oneof(seqArb, fc.constantFrom(0, 35, 36, 1295, 1296, Number.MAX_SAFE_INTEGER)), { minLength: 0, maxLength: 40 }), (session, incarnation, seqs) => {
+      const issuer = codec.issuer(session, incarnation);
+      const lines = issuer.lines(seqs, 'id: ', '\n');
+      const expected = issuer.encode(seqs).map((cursor) => `id: ${cursor}\n`);
+      const out = Buffer.alloc(seqs.length * 100, '#');
+      let at = 1;
+      for (let i = seqs.length - 1; i >= 0; i--) {
+        assert.equal(lines.length(i), expected[i]!.length);
+        assert.equal(lines.write(i, out, at), expected[i]!.length);
+        assert.equal(out.toString('latin1', at, at + expected[i]!.length), expected[i]);
+        assert.equal(out[at - 1], 0x23, 'nothing written before the line');
+        at += expected[i]!.length + 1;
+      }
+    }),
+    300,
+  );
+  t.throws(() => codec.issuer(SESSION, newIncarnationId()).lines([1, 2 ** 53], '', ''), RangeError);
+});
+
 t.test('session tags stay right when the codec cache of them fills and empties', async (t) => {
   const fresh = new CursorCodec(SECRET);
   const first = fresh.encode(SESSION, { incarnation: 'AAAAAAAAAAAAAAAA', seq: 7 });
