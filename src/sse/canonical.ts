@@ -18,10 +18,11 @@ const ZERO = 0x30;
 const NINE = 0x39;
 const NUL = 0;
 
-const EVENT = Buffer.from('event: ');
-const ID = Buffer.from('id: ');
-const RETRY = Buffer.from('retry: ');
-const DATA = Buffer.from('data: ');
+// Plain Uint8Arrays: read byte by byte, they are quicker than Buffers.
+const EVENT = new Uint8Array(Buffer.from('event: '));
+const ID = new Uint8Array(Buffer.from('id: '));
+const RETRY = new Uint8Array(Buffer.from('retry: '));
+const DATA = new Uint8Array(Buffer.from('data: '));
 
 /** Digits of a retry that is surely a safe integer (parser.ts ignores any other). */
 const RETRY_DIGITS = 15;
@@ -96,7 +97,7 @@ export function scanCanonical(buf: Buffer, start: number, limit: number, maxByte
 }
 
 /** Where the value starts if buf[at...] begins with `name` (colon and space included), else -1. */
-function after(buf: Buffer, at: number, limit: number, name: Buffer): number {
+function after(buf: Buffer, at: number, limit: number, name: Uint8Array): number {
   const n = name.length;
   if (at + n > limit) return -1;
   for (let i = 0; i < n; i++) if (buf[at + i] !== name[i]) return -1;
