@@ -93,9 +93,10 @@ if from ~= head + 1 then
     -- Its bytes must have landed too, and still be readable.
     if from < journalFrom(head, base, m[6]) then return 'stale' end
     local js = jstate()
-    if jbytes(js, joffset(js, from), #frames) ~= frames then return 'stale' end
+    local at = joffset(js, from)
+    if jbytes(js, at, #frames) ~= frames then return 'stale' end
     -- The same bytes, and they end where position from + n - 1 ends.
-    if from + n - 1 < head and joffset(js, from + n) ~= joffset(js, from) + #frames then return 'stale' end
+    if from + n - 1 < head and joffset(js, from + n) ~= at + #frames then return 'stale' end
   end
   return 'ok'
 end
@@ -141,8 +142,9 @@ end
 
 -- The oldest positions go first, for the count and then for the journal's bytes; the head stays.
 local drop = math.max(0, head - base + 1 - tonumber(ARGV[3]))
-if js == nil and redis.call('EXISTS', KEYS[3]) == 1 then js = jstate() end
-if js ~= nil and js.h == head then
+-- Trimmed only while intact: without a journal jstate() has no h, and one behind the head cannot be read.
+js = js or jstate()
+if js.h == head then
   -- The first position with bytes that stays by count; the bytes from it on, counted exactly only
   -- when a bound above them (from its batch's start, without reading the stream) is over maxBytes.
   local first = math.max(base + drop, unjournaled + 1, 1)
