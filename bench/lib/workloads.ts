@@ -32,6 +32,8 @@ interface Sample {
   proxyCpu: number;
   loadCpu: number;
   upstreamCpu: number;
+  /** The store's CPU seconds, for targets on Redis (0 otherwise). */
+  redisCpu: number;
   redis: Map<string, number> | undefined;
   storeOps: Map<string, number> | undefined;
 }
@@ -48,14 +50,16 @@ async function countsBy(metricsUrl: string | undefined, metric: string, label: s
 }
 
 async function sample(ctx: Context, target: Target, upstream: Upstream): Promise<Sample> {
-  const [proxyCpu, loadCpu, upstreamCpu, redis, ops] = await Promise.all([
+  const onRedis = REDIS_KINDS.includes(kindOf(target.kind)) && ctx.redis !== undefined;
+  const [proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, ops] = await Promise.all([
     target.pid === undefined ? 0 : treeCpuSeconds(target.pid),
     treeCpuSeconds(ctx.load.pid),
     treeCpuSeconds(upstream.child.pid),
+    onRedis ? treeCpuSeconds(ctx.redis!.pid) : 0,
     REDIS_KINDS.includes(kindOf(target.kind)) ? ctx.redis?.commandStats() : undefined,
     countsBy(target.metricsUrl, 'mcp_gateway_store_duration_seconds_count', 'op'),
   ]);
-  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redis, storeOps: ops };
+  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, storeOps: ops };
 }
 
 /** after - before per key, without zeros and without our own INFO calls. */
@@ -177,6 +181,10 @@ export function sseWorkload(ctx: Context, kinds: readonly TargetName[], upstream
     }
     rows.push({ ...w, metric: 'loadgen_cpu_share', value: (end.loadCpu - start.loadCpu) / wall, note: 'of one core' });
     rows.push({ ...w, metric: 'upstream_cpu_share', value: (end.upstreamCpu - start.upstreamCpu) / wall, note: 'of one core' });
+    if (end.redisCpu > start.redisCpu) {
+      rows.push({ ...w, metric: 'redis_cpu_us_per_event', value: ((end.redisCpu - start.redisCpu) / result.events) * 1e6 });
+      rows.push({ ...w, metric: 'redis_cpu_share', value: (end.redisCpu - start.redisCpu) / wall, note: 'of one core' });
+    }
     rows.push(...storeRows('sse', target, 'event', result.events, start, end));
     return rows;
   });

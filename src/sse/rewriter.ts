@@ -154,6 +154,8 @@ export class SseRewriter {
   #stopped: EndReason | undefined;
   #issuer: CursorIssuer | undefined;
   readonly #cursors: CursorTarget | undefined;
+  /** The last commit not released yet: the next one is released after it. */
+  #committing: Promise<RewriteResult> | undefined;
   readonly #awaiting: Set<JsonRpcId>;
   /** scanCanonical's answer, one object for the stream. */
   readonly #span: CanonicalSpan = { start: 0, idStart: 0, idEnd: 0, end: 0 };
@@ -201,19 +203,34 @@ export class SseRewriter {
   }
 
   /**
-   * Records a batch (E5) and releases its bytes: batches are committed one at a time, in the order
-   * they were prepared. After a refusal (or a batch that ends the stream) nothing more is released.
+   * Records a batch (E5) and releases its bytes: batches are committed in the order they were
+   * prepared. A batch may be committed while the one before it still is: its records are written
+   * at once (the sink orders them, see streams/unrecorded.ts), and it is released only after that
+   * one. After a refusal (or a batch that ends the stream) nothing more is released.
    */
-  async commit(batch: Batch): Promise<RewriteResult> {
+  commit(batch: Batch): Promise<RewriteResult> {
+    const ahead = this.#committing;
+    const recorded =
+      this.#ended === undefined && batch.upstreamIds.length > 0
+        ? this.#cursors!.sink.record(batch.fromSeq, batch.upstreamIds, batch.responded, batch.payloads).catch(() => 'store_failed' as const)
+        : undefined;
+    const done = this.#release(ahead, batch, recorded);
+    this.#committing = done;
+    void done.then(() => {
+      if (this.#committing === done) this.#committing = undefined;
+    });
+    return done;
+  }
+
+  async #release(ahead: Promise<RewriteResult> | undefined, batch: Batch, recorded: Promise<RecordResult | 'store_failed'> | undefined): Promise<RewriteResult> {
+    if (ahead) await ahead;
     if (this.#ended) return { out: EMPTY, events: 0, end: this.#ended };
-    if (batch.upstreamIds.length > 0) {
-      const { fromSeq, upstreamIds, responded, payloads } = batch;
-      const result = await this.#cursors!.sink.record(fromSeq, upstreamIds, responded, payloads).catch(() => 'store_failed' as const);
-      if (result !== 'ok') {
-        // Nothing of this batch may leave without its records: what came before it already did.
-        this.#ended = result;
-        return { out: EMPTY, events: 0, end: result };
-      }
+    const result = recorded ? await recorded : 'ok';
+    if (this.#ended) return { out: EMPTY, events: 0, end: this.#ended };
+    if (result !== 'ok') {
+      // Nothing of this batch may leave without its records: what came before it already did.
+      this.#ended = result;
+      return { out: EMPTY, events: 0, end: result };
     }
     this.#head = batch.head;
     this.#verified = batch.checked;

@@ -3,13 +3,14 @@
  * client's socket, no timeout while open, either side's end ends the other (the reading,
  * backpressure and ending are relay.ts's Channel, as for any other body).
  *
- * Read-ahead: one batch's records are written at a time, and while they are, the replica is read
- * on: what it sends is parsed, numbered and written out (SseRewriter.prepare) into the next batch,
- * which is recorded as soon as the one in flight landed and went to the client. A batch's events
- * leave only after its own records and those of every batch before it (E5), in order; after a
- * refused record (or a batch that ends the stream) nothing read ahead leaves. The read-ahead is
- * bounded (READ_AHEAD): past it the replica waits for the record in flight, as it waits for a
- * client that does not read. `delivered` moves only when a batch goes to the client.
+ * Read-ahead: while batches' records are written, the replica is read on: what it sends is parsed,
+ * numbered and written out (SseRewriter.prepare) into the next batch. Two batches are committed
+ * at a time: the second one's records go to the store while the reply for the first is on its
+ * way (pipelined; streams/unrecorded.ts keeps them in order). A batch's events leave only after
+ * its own records and those of every batch before it (E5), in order; after a refused record (or a
+ * batch that ends the stream) nothing after it leaves. The read-ahead is bounded (READ_AHEAD): past
+ * it the replica waits for the oldest record in flight, as it waits for a client that does not
+ * read. `delivered` moves only when a batch goes to the client.
  *
  * A continuation is held back until the rewriter has verified the replay (§5 check 7): nothing,
  * not even the status line, leaves before that, so a failed replay can still be answered as a new
@@ -98,6 +99,12 @@ export interface SsePipe extends Relay<PipeEnd> {
  * block the store for long (unrecorded.ts bounds a late write at 10,000 events).
  */
 const READ_AHEAD = { bytes: 64 * 1024, events: 1024 };
+
+/**
+ * Batches committed at once: the next batch's records go to the store while the reply for the one
+ * before it is on its way, so that a stream is not bound by one round trip per batch.
+ */
+const IN_FLIGHT = 2;
 
 export function pipeSse(options: SsePipeOptions): SsePipe {
   const { body, res, rewriter } = options;
@@ -202,11 +209,11 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
   if (rewriter.verified) begin();
   else timer = setTimeout(() => fail('timeout'), options.verify?.timeoutMs ?? 0);
 
-  // Read-ahead: while one batch's records are written, what the replica sends meanwhile is read,
-  // parsed and numbered, and becomes the next batch, sent (one store round trip) as soon as the one
-  // in flight landed and went to the client. One batch in flight at a time, so that a batch's
-  // events leave only after its own records and those of every batch before it (E5), in order.
-  let writing: Promise<void> | undefined;
+  // Read-ahead: while batches' records are written, what the replica sends meanwhile is read,
+  // parsed and numbered, and becomes the next batch. Up to IN_FLIGHT batches are committed at once
+  // (their records pipelined to the store, see streams/unrecorded.ts); the rewriter releases them
+  // in order, each only after its own records and those of every batch before it (E5).
+  const inFlight: Promise<void>[] = [];
   let ahead: Batch[] = [];
   let aheadBytes = 0;
   let aheadEvents = 0;
@@ -215,18 +222,19 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
     const batch = joinBatches(ahead);
     ahead = [];
     aheadBytes = aheadEvents = 0;
-    writing = rewriter.commit(batch).then((result) => {
+    const delivered = rewriter.commit(batch).then((result) => {
       deliver(result);
-      writing = undefined;
+      inFlight.shift();
       // Settled (the end, a refusal): nothing read ahead may leave. Waiting for the client to
       // drain: what was read ahead goes now, bounded; nothing more is read until it drained.
-      if (ahead.length > 0 && !channel.settled) send();
+      if (ahead.length > 0 && !channel.settled && inFlight.length < IN_FLIGHT) send();
     });
+    inFlight.push(delivered);
   };
 
   /** Resolves once everything read went out (or the stream settled): the end and between-steps wait for it. */
   const sent = async () => {
-    while (writing) await writing;
+    while (inFlight.length > 0) await inFlight[inFlight.length - 1];
   };
 
   channel.run({
@@ -235,10 +243,10 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       ahead.push(batch);
       aheadBytes += chunk.length;
       aheadEvents += batch.events;
-      if (writing === undefined) send();
+      if (inFlight.length < IN_FLIGHT) send();
       else if (aheadBytes >= READ_AHEAD.bytes || aheadEvents >= READ_AHEAD.events) {
-        // Bounded: nothing more is read (the replica is held back) until the batch in flight landed.
-        return writing.then(() => !channel.settled);
+        // Bounded: nothing more is read (the replica is held back) until the oldest batch in flight landed.
+        return inFlight[0]!.then(() => !channel.settled);
       }
       return !channel.settled;
     },

@@ -21,6 +21,8 @@ import type { Metrics } from '../metrics.js';
 import { retryWithin } from '../retry.js';
 import type { EventBatch, JsonRpcId, RecordResult, Store } from '../store/types.js';
 
+const noop = (): void => undefined;
+
 /** Where a stream's records go: its incarnation, as the attachment that writes it. */
 export interface RecordTarget {
   readonly sessionId: string;
@@ -62,6 +64,8 @@ interface Queued {
   readonly batch: EventBatch;
   readonly events: number;
   readonly cost: number;
+  /** Sent already and not answered: it may have landed, so it is resent exactly as it was, never merged. */
+  readonly sent?: boolean;
 }
 
 /** The records of every stream of this instance that wait for the store. */
@@ -230,6 +234,8 @@ export class StreamRecords {
   #bytes = 0;
   #events = 0;
   #stopped = false;
+  /** The last record() still to be answered, settled or not: a batch recorded meanwhile is pipelined behind it. */
+  #writing: Promise<void> | undefined;
   /** When a batch was last written (performance.now()), so that a lease is not renewed needlessly. */
   #lastWrite = -Infinity;
 
@@ -252,15 +258,21 @@ export class StreamRecords {
    * Records positions fromSeq... 'ok' when the events may leave: recorded, or held for a late
    * write. 'stale' or 'missing' when the store refused the batch at once (the stream must end,
    * as another attachment took it over or it is gone).
+   *
+   * A batch recorded while the one before it is still being written goes out at once, behind it
+   * (pipelined), and its answer counts only once that one's has come. The store appends a batch
+   * only right after the head (or answers 'ok' again for the same batch), so the early write can
+   * never land out of order; an answer other than 'ok' may just mean that it ran before the one
+   * ahead of it landed, so the batch is then recorded again, in order, as if it had not been sent.
    */
-  async record(
+  record(
     fromSeq: number,
     upstreamIds: readonly (string | null)[],
     responded: readonly JsonRpcId[],
     retryMs: number,
     payloads?: readonly string[],
   ): Promise<RecordResult> {
-    if (this.#stopped) return 'ok';
+    if (this.#stopped) return Promise.resolve('ok');
     const { create, pump } = this.#target;
     const batch: EventBatch = {
       attach: this.#target.attach,
@@ -271,8 +283,24 @@ export class StreamRecords {
       ...(payloads ? { payloads } : {}),
       ...(pump ? { pump } : {}),
     };
+    const ahead = this.#writing;
+    const result = ahead === undefined ? this.#record(batch, retryMs) : this.#pipelined(ahead, batch, retryMs);
+    const settled = result.then(noop, noop);
+    this.#writing = settled;
+    void settled.then(() => {
+      if (this.#writing === settled) this.#writing = undefined;
+    });
+    return result;
+  }
+
+  /**
+   * Writes a batch now (retrying within retryMs), or holds it for a late write. `sent`: it was
+   * written once already and not answered, so it may have landed.
+   */
+  async #record(batch: EventBatch, retryMs: number, sent = false): Promise<RecordResult> {
+    if (this.#stopped) return 'ok';
     if (this.pending || this.#all.down || this.#all.closed) {
-      this.#hold(batch, false);
+      this.#hold(batch, false, sent);
       return 'ok';
     }
     try {
@@ -284,6 +312,23 @@ export class StreamRecords {
       this.#hold(batch, true);
       return 'ok';
     }
+  }
+
+  /** A batch written while `ahead` (the batch before it) is: sent at once, answered after it. */
+  async #pipelined(ahead: Promise<void>, batch: EventBatch, retryMs: number): Promise<RecordResult> {
+    let early: Promise<RecordResult | Error | undefined> | undefined;
+    if (!this.pending && !this.#all.down && !this.#all.closed) {
+      this.#lastWrite = performance.now();
+      // One attempt, no retries: a store that does not answer is the ordered path's to handle.
+      early = this.#all.write(this.#target, batch, 0).catch((err: unknown) => (isStoreError(err) ? undefined : (err as Error)));
+    }
+    await ahead;
+    const answer = await early;
+    if (answer instanceof Error) throw answer;
+    if (answer === 'ok') return 'ok';
+    // Refused or unanswered, perhaps only because it ran before the batch ahead of it landed: written
+    // again, now in order (a copy that did land is answered 'ok', and a real refusal is refused again).
+    return this.#record(batch, retryMs, early !== undefined && answer === undefined);
   }
 
   /**
@@ -350,7 +395,7 @@ export class StreamRecords {
     return 'ok';
   }
 
-  #hold(batch: EventBatch, attempted: boolean): void {
+  #hold(batch: EventBatch, attempted: boolean, sent = false): void {
     if (this.#stopped) return;
     let cost = BATCH_COST_BYTES;
     for (const id of batch.upstreamIds) cost += EVENT_COST_BYTES + (id === null ? 0 : id.length);
@@ -369,7 +414,7 @@ export class StreamRecords {
       this.stop('total_limit');
       return;
     }
-    const queued = { batch, events: batch.upstreamIds.length, cost };
+    const queued: Queued = { batch, events: batch.upstreamIds.length, cost, ...(sent ? { sent } : {}) };
     if (attempted) this.#inFlight = queued;
     else this.#queue.push(queued);
     this.#bytes += cost;
@@ -388,7 +433,9 @@ export class StreamRecords {
     let take = 1;
     let events = first.events;
     const journaled = first.batch.payloads !== undefined;
-    const joins = (next: Queued): boolean => events + next.events <= MAX_WRITE_EVENTS && (next.batch.payloads !== undefined) === journaled;
+    // A batch that may have landed already is resent as it was: the store answers 'ok' again only to the same batch.
+    const joins = (next: Queued): boolean =>
+      !first.sent && !next.sent && events + next.events <= MAX_WRITE_EVENTS && (next.batch.payloads !== undefined) === journaled;
     while (take < this.#queue.length && joins(this.#queue[take]!)) events += this.#queue[take++]!.events;
     if (take === 1) {
       this.#queue.shift();

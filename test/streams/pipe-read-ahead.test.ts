@@ -1,5 +1,5 @@
 /**
- * src/streams/pipe.ts reading ahead while a batch's records are written, on real loopback sockets
+ * src/streams/pipe.ts reading ahead while batches' records are written (two at once, pipelined), on real loopback sockets
  * and a real redis-server: what the replica sends meanwhile is read and numbered, yet no event
  * reaches the client before its own record is in the store (E5), events leave in order, a refused
  * record ends the stream with nothing after it, and a client that does not read still holds the
@@ -50,13 +50,23 @@ async function readAhead(t: Test) {
   await store.openIncarnation({ id: incarnation, sessionId, owner: 'r1', kind: 'get', supersede: true }, TTL_MS);
   const attached = await store.attachIncarnation(sessionId, incarnation, TTL_MS, 0);
   const records = unrecorded.stream({ sessionId, incarnation, attach: attached!.attach });
+  /** Writes to the store wait until released while holding, as a slow store would answer. */
+  let holding = false;
+  const held: (() => void)[] = [];
+  /** What the store answered to each write of a batch, in the order the answers came. */
+  const answers: { fromSeq: number; result: string }[] = [];
+  const recordEvents = store.recordEvents.bind(store);
+  store.recordEvents = async (...args: Parameters<Store['recordEvents']>) => {
+    if (holding) await new Promise<void>((resolve) => held.push(resolve));
+    const result = await recordEvents(...args);
+    answers.push({ fromSeq: args[2].fromSeq, result });
+    return result;
+  };
 
   /** Positions whose record the store accepted, as the gateway learnt it. */
   const landed = new Set<number>();
   /** fromSeq of every record asked for, in order. */
   const asked: number[] = [];
-  let holding = false;
-  const held: (() => void)[] = [];
   let askedWaiter: (() => void) | undefined;
 
   const chain = await startChain(
@@ -73,7 +83,6 @@ async function readAhead(t: Test) {
             record: async (fromSeq, ids, responded, payloads) => {
               asked.push(fromSeq);
               askedWaiter?.();
-              if (holding) await new Promise<void>((resolve) => held.push(resolve));
               const result = await records.record(fromSeq, ids, responded, 0, payloads);
               if (result === 'ok') ids.forEach((_, i) => landed.add(fromSeq + i));
               return result;
@@ -116,10 +125,13 @@ async function readAhead(t: Test) {
     asked,
     early,
     seqs,
-    /** Records wait before they are written until released (true), or go at once. */
+    /** Records wait before they reach the store until released (true), or go at once. */
     hold: (on: boolean) => (holding = on),
+    answers,
     /** Lets the oldest held record be written. */
     release: () => held.shift()?.(),
+    /** Lets the `i`th held record (from the oldest, 0) be written. */
+    releaseAt: (i: number) => held.splice(i, 1)[0]?.(),
     /** Resolves once `n` records were asked for. */
     askedFor: async (n: number) => {
       while (asked.length < n) await new Promise<void>((resolve) => (askedWaiter = resolve));
@@ -139,7 +151,7 @@ function bytesRead(body: Readable): number {
 
 const dataOf = (client: ClientSide) => [...client.text().matchAll(/^data: #(\d{6}) /gm)].map((m) => Number(m[1]));
 
-t.test('the next chunk is read while a record is in flight; its events leave only after their own record', async (t) => {
+t.test('the next chunk is read and recorded while a record is in flight; its events leave only after the batch before them', async (t) => {
   const s = await readAhead(t);
   const { pipe, body } = s.handled;
   s.hold(true);
@@ -147,55 +159,89 @@ t.test('the next chunk is read while a record is in flight; its events leave onl
   await s.askedFor(1);
   t.same(s.asked, [1], 'the first batch is being recorded');
 
+  s.replica.res.write(event(3) + event(4));
+  // Pipelined: the next batch's record goes out while the first one's is in flight.
+  await s.askedFor(2);
+  t.same(s.asked, [1, 3], 'the next batch numbered on from the first');
   const before = bytesRead(body);
-  const next = event(3) + event(4);
-  s.replica.res.write(next);
-  await consumed(body, before, Buffer.byteLength(next));
-  t.same(s.asked, [1], 'the chunk read meanwhile waits for the record in flight: one record at a time');
+  const third = event(5) + event(6);
+  s.replica.res.write(third);
+  await consumed(body, before, Buffer.byteLength(third));
+  t.same(s.asked, [1, 3], 'a third chunk read meanwhile waits: two batches in flight at most');
   t.same(dataOf(s.client), [], 'nothing has left while the first record is not in the store');
   t.equal(pipe.delivered, 0, 'delivered: nothing went to the client');
 
   s.release();
-  // The chunk read ahead is recorded as soon as the first record landed, with nothing more from the replica.
-  await s.askedFor(2);
-  t.same(s.asked, [1, 3], 'the next batch numbered on from the first');
   await s.client.seen('data: #000002');
-  t.same(dataOf(s.client), [1, 2], 'the first batch left, the one whose record is in flight did not');
+  // The chunk read ahead is recorded as soon as the first batch left, with nothing more from the replica.
+  await s.askedFor(3);
+  t.same(s.asked, [1, 3, 5]);
+  t.same(dataOf(s.client), [1, 2], 'the first batch left, the ones whose records are in flight did not');
   t.equal(pipe.delivered, 2, 'delivered: the last position that went to the client');
 
   s.release();
   await s.client.seen('data: #000004');
   t.equal(pipe.delivered, 4);
+  s.release();
+  await s.client.seen('data: #000006');
   s.hold(false);
-  s.replica.res.end(event(5));
+  s.replica.res.end(event(7));
   t.equal(await pipe.done, 'upstream_end');
   await s.client.ended;
-  t.same(dataOf(s.client), [1, 2, 3, 4, 5], 'every event once, in order');
-  t.same(s.seqs, [1, 2, 3, 4, 5], 'under consecutive positions');
+  t.same(dataOf(s.client), [1, 2, 3, 4, 5, 6, 7], 'every event once, in order');
+  t.same(s.seqs, [1, 2, 3, 4, 5, 6, 7], 'under consecutive positions');
   t.same(s.early, [], 'no event reached the client before its record was in the store');
   const view = await s.store.readIncarnation(s.sessionId, s.incarnation, 0);
-  t.equal(view?.record.head, 5, 'every position recorded');
+  t.equal(view?.record.head, 7, 'every position recorded');
 });
 
-t.test('a record refused while the next chunk was read ahead: the stream ends, nothing after it leaves', async (t) => {
+t.test('a pipelined record that reaches the store before the one ahead of it is written again, in order', async (t) => {
   const s = await readAhead(t);
-  const { pipe, body } = s.handled;
+  const { pipe } = s.handled;
+  s.hold(true);
+  s.replica.res.write(event(1) + event(2));
+  await s.askedFor(1);
+  s.replica.res.write(event(3) + event(4));
+  await s.askedFor(2);
+  // The second batch is written first: the store refuses it (its head is not at 2 yet)...
+  s.releaseAt(1);
+  await waitFor('the early write answered', DEADLINE_MS, () => s.answers.length === 1);
+  t.same(s.answers, [{ fromSeq: 3, result: 'stale' }], 'the store refused the batch that came before its turn');
+  t.same(dataOf(s.client), [], 'and nothing left');
+  // ...and once the first landed, it is written again, behind it.
+  s.hold(false);
+  s.release();
+  await s.client.seen('data: #000004');
+  t.same(s.answers, [{ fromSeq: 3, result: 'stale' }, { fromSeq: 1, result: 'ok' }, { fromSeq: 3, result: 'ok' }], 'the refused write was sent again, after the first');
+  s.replica.res.end(event(5));
+  t.equal(await pipe.done, 'upstream_end', 'the early refusal did not end the stream');
+  await s.client.ended;
+  t.same(dataOf(s.client), [1, 2, 3, 4, 5], 'every event once, in order');
+  t.same(s.early, [], 'no event reached the client before its record was in the store');
+  const view = await s.store.readIncarnation(s.sessionId, s.incarnation, 0);
+  t.equal(view?.record.head, 5, 'every position recorded, once');
+});
+
+t.test('a record refused while the next batch is in flight: the stream ends, nothing after it leaves', async (t) => {
+  const s = await readAhead(t);
+  const { pipe } = s.handled;
   s.replica.res.write(event(1));
   await s.client.seen('data: #000001');
   s.hold(true);
   s.replica.res.write(event(2));
   await s.askedFor(2);
-  const before = bytesRead(body);
   s.replica.res.write(event(3));
-  await consumed(body, before, Buffer.byteLength(event(3)));
-  // Another attachment takes the stream over: the record in flight is refused.
+  await s.askedFor(3);
+  // Another attachment takes the stream over: both records in flight are refused.
   await s.store.attachIncarnation(s.sessionId, s.incarnation, TTL_MS, 1);
   s.release();
+  s.release();
   t.equal(await pipe.done, 'stale');
-  t.same(s.asked, [1, 2], 'the chunk read ahead was never recorded');
   const { body: text } = await s.client.ended;
   t.same([...text.matchAll(/^data: #(\d{6}) /gm)].map((m) => Number(m[1])), [1], 'only what was recorded before the refusal reached the client');
   t.same(s.early, []);
+  const view = await s.store.readIncarnation(s.sessionId, s.incarnation, 0);
+  t.equal(view?.record.head, 1, 'neither batch in flight was recorded');
 });
 
 t.test('a client that does not read holds the replica back while records are written; every event arrives once it reads', async (t) => {

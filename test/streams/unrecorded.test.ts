@@ -103,6 +103,51 @@ t.test('store blocked: events leave after one attempt, the rest at once, and are
   t.same((await recorded(h.store, a)).head, 105, 'recorded at once again');
 });
 
+t.test('pipelined: a batch recorded while the one before it is in flight is answered after it, and lands after it', async (t) => {
+  const h = await harness(t);
+  const s = await getStream(h.store);
+  const stream = h.records.stream({ ...s, attach: 1 });
+  const order: number[] = [];
+  const first = stream.record(1, ids(1, 3), [], 0).then((r) => (order.push(1), r));
+  const second = stream.record(4, ids(4, 2), [], 0).then((r) => (order.push(4), r));
+  t.same(await Promise.all([first, second]), ['ok', 'ok']);
+  t.same(order, [1, 4], 'answered in order');
+  t.same(await recorded(h.store, s), { head: 5, after: ids(1, 5) }, 'both recorded, in order');
+  t.equal(await metricValue(h.registry, 'mcp_gateway_record_batches_late_total'), 0, 'nothing late');
+});
+
+t.test('pipelined into a store that stops answering: both batches are held, in order, and written once it answers', async (t) => {
+  const h = await harness(t);
+  const s = await getStream(h.store);
+  const stream = h.records.stream({ ...s, attach: 1 });
+  t.equal(await stream.record(1, ids(1, 2), [], 0), 'ok');
+  server.pause();
+  // Written at once; none is answered (each may still land once Redis runs again)...
+  const pending = [stream.record(3, ids(3, 2), [], 0), stream.record(5, ids(5, 3), [], 0), stream.record(8, ids(8, 1), [], 0)];
+  t.same(await Promise.all(pending), ['ok', 'ok', 'ok'], 'the events may leave, unrecorded');
+  // ...and the next ones are held without being sent: the sent ones must not be merged with them,
+  // or the store would see a batch that only partly landed.
+  t.equal(await stream.record(9, ids(9, 2), [], 0), 'ok');
+  t.equal(await stream.record(11, ids(11, 1), [], 0), 'ok');
+  t.equal(await metricValue(h.registry, 'mcp_gateway_unrecorded_events'), 9, 'every held event counted once');
+  server.resume();
+  await waitFor('the backlog is written', FLUSH_DEADLINE_MS, async () => (await metricValue(h.registry, 'mcp_gateway_unrecorded_events')) === 0);
+  t.same(await recorded(h.store, s), { head: 11, after: ids(1, 11) }, 'every position, in order, exactly once');
+  t.equal(await metricValue(h.registry, 'mcp_gateway_streams_stopped_recording_total'), 0, 'no batch refused');
+  t.equal(h.records.bytes, 0, 'memory released');
+});
+
+t.test('pipelined behind a refused batch: refused too, nothing recorded after the refusal', async (t) => {
+  const h = await harness(t);
+  const s = await getStream(h.store);
+  const stream = h.records.stream({ ...s, attach: 1 });
+  t.equal(await stream.record(1, ids(1, 2), [], 0), 'ok');
+  // Another attachment takes the stream over.
+  await h.store.attachIncarnation(s.sessionId, s.incarnation, TTL_MS, 1);
+  t.same(await Promise.all([stream.record(3, ids(3, 2), [], 0), stream.record(5, ids(5, 1), [], 0)]), ['stale', 'stale']);
+  t.same((await recorded(h.store, s)).head, 2, 'nothing after the refusal');
+});
+
 t.test('a POST stream whose first batch fails keeps its cursors: its incarnation is created late', async (t) => {
   const h = await harness(t);
   const sessionId = `s${++sessions}`;
