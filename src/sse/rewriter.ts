@@ -413,7 +413,7 @@ export class SseRewriter {
     this.#issued = fromSeq + upstreamIds.length - 1;
     if (end) this.#stopped = end;
     const journal = this.#cursors?.journal === true;
-    if (draft.seqs.length > 0 && !this.#issuer) {
+    if ((draft.seqs.length > 0 || draft.numbered.length > 0) && !this.#issuer) {
       const { codec, sessionId, incarnation } = this.#cursors!;
       this.#issuer = codec.issuer(sessionId, incarnation);
     }
@@ -482,20 +482,19 @@ class Draft {
   readonly responded: JsonRpcId[] = [];
   readonly answers: JsonRpcId[] = [];
   readonly payloads: string[] = [];
-  /** The positions to number, in order. */
+  /** The positions of the copied events, in order: their id lines are written as bytes (CursorIssuer.lines). */
   readonly seqs: number[] = [];
   /** Texts for the client; '' where a parsed event waits for its cursor. */
   readonly parts: string[] = [];
-  /** The parsed events that wait for a cursor: their part, position among seqs and payload (-1: none). */
-  readonly #numbered: SseEvent[] = [];
+  /** The parsed events that wait for a cursor: their part, position and payload (-1: none). */
+  readonly numbered: SseEvent[] = [];
   readonly #slots: number[] = [];
-  readonly #cursorAt: number[] = [];
+  readonly #numberedSeqs: number[] = [];
   readonly #payloadAt: number[] = [];
   /** Once something is copied: the whole output as operations (COPY from to, CURSOR index, TEXTS from to). */
   readonly ops: number[] = [];
   #chunk: Buffer = EMPTY;
   #textsFrom = 0;
-  #copiedCursors = 0;
 
   constructor(fromSeq: number) {
     this.fromSeq = fromSeq;
@@ -506,11 +505,10 @@ class Draft {
   }
 
   number(item: SseEvent, seq: number, payloadAt: number): void {
-    this.#numbered.push(item);
+    this.numbered.push(item);
     this.#slots.push(this.parts.length);
-    this.#cursorAt.push(this.seqs.length);
+    this.#numberedSeqs.push(seq);
     this.#payloadAt.push(payloadAt);
-    this.seqs.push(seq);
     this.parts.push('');
   }
 
@@ -529,28 +527,30 @@ class Draft {
     this.#flushTexts();
     this.ops.push(CURSOR, this.seqs.length, 0);
     this.seqs.push(seq);
-    this.#copiedCursors++;
   }
 
   source(chunk: Buffer): void {
     this.#chunk = chunk;
   }
 
-  /** The output, with the cursors of `seqs` from `issuer` (one AES call) and the payloads (J1) of the events that were parsed. */
+  /**
+   * The output, with the cursors from `issuer` (one AES call for the parsed events, one for the
+   * copied ones, each only for its own) and the payloads (J1) of the events that were parsed.
+   */
   bytes(issuer: CursorIssuer | undefined, payloads: readonly string[]): Buffer[] {
-    const { parts, seqs } = this;
-    const cursors = this.#numbered.length > 0 ? issuer!.encode(seqs) : NO_CURSORS;
-    for (let i = 0; i < this.#numbered.length; i++) {
-      const cursor = cursors[this.#cursorAt[i]!]!;
+    const { parts, seqs, numbered } = this;
+    const cursors = numbered.length > 0 ? issuer!.encode(this.#numberedSeqs) : NO_CURSORS;
+    for (let i = 0; i < numbered.length; i++) {
+      const cursor = cursors[i]!;
       const payloadAt = this.#payloadAt[i]!;
       // A journaled event leaves as its journal replays it: the same bytes (E3).
-      parts[this.#slots[i]!] = payloadAt < 0 ? eventTextWithCursor(this.#numbered[i]!, cursor) : journaledWithCursor(payloads[payloadAt]!, cursor);
+      parts[this.#slots[i]!] = payloadAt < 0 ? eventTextWithCursor(numbered[i]!, cursor) : journaledWithCursor(payloads[payloadAt]!, cursor);
     }
     if (this.ops.length === 0) return parts.length === 0 ? [] : [Buffer.from(parts.join(''), 'utf8')];
     this.#flushTexts();
     const { ops } = this;
     // The copied events' id lines are written as bytes, without a string for each cursor.
-    const lines = this.#copiedCursors > 0 ? issuer!.lines(seqs, ID_LINE_START, '\n') : undefined;
+    const lines = seqs.length > 0 ? issuer!.lines(seqs, ID_LINE_START, '\n') : undefined;
     const texts: string[] = [];
     let size = 0;
     for (let i = 0; i < ops.length; i += 3) {
