@@ -222,14 +222,14 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
     const batch = joinBatches(ahead);
     ahead = [];
     aheadBytes = aheadEvents = 0;
-    const delivered = rewriter.commit(batch).then((result) => {
+    const released = rewriter.commit(batch).then((result) => {
       deliver(result);
       inFlight.shift();
       // Settled (the end, a refusal): nothing read ahead may leave. Waiting for the client to
       // drain: what was read ahead goes now, bounded; nothing more is read until it drained.
       if (ahead.length > 0 && !channel.settled && inFlight.length < IN_FLIGHT) send();
     });
-    inFlight.push(delivered);
+    inFlight.push(released);
   };
 
   /** Resolves once everything read went out (or the stream settled): the end and between-steps wait for it. */
