@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { journalKey, positionsKey } from '../src/store/redis/keys.js';
 import { createRedisStore } from '../src/store/redis/index.js';
+import { JournalFrames } from '../src/store/journal-frames.js';
 import type { EventBatch, Store } from '../src/store/types.js';
 import { makeScratch, removeDir, startRedis } from './lib/targets.js';
 
@@ -44,7 +45,7 @@ async function fill(store: Store, sessionId: string, count: number, size: number
     const n = Math.min(batchSize, count - from + 1);
     const payloads = Array.from({ length: n }, (_, i) => payload(size, from + i));
     bytes += payloads.reduce((sum, p) => sum + Buffer.byteLength(p), 0);
-    const batch: EventBatch = { attach: 1, fromSeq: from, upstreamIds: payloads.map(() => null), responded: [], ...(journal ? { payloads } : {}) };
+    const batch: EventBatch = { attach: 1, fromSeq: from, upstreamIds: payloads.map(() => null), responded: [], ...(journal ? { payloads: JournalFrames.of(payloads) } : {}) };
     const result = await store.recordEvents(sessionId, 'g1', batch, count, TTL_MS, Number.MAX_SAFE_INTEGER);
     if (result !== 'ok') throw new Error(`record answered ${result}`);
   }
@@ -66,7 +67,7 @@ async function scriptCost(redis: Redis, store: Store, sessionId: string, journal
   await redis.config('RESETSTAT');
   for (let seq = 1; seq <= calls; seq++) {
     const p = [payload(256, seq)];
-    const batch: EventBatch = { attach: 1, fromSeq: seq, upstreamIds: [null], responded: [], ...(journal ? { payloads: p } : {}) };
+    const batch: EventBatch = { attach: 1, fromSeq: seq, upstreamIds: [null], responded: [], ...(journal ? { payloads: JournalFrames.of(p) } : {}) };
     await store.recordEvents(sessionId, 'g1', batch, 1000, TTL_MS, 1024 * 1024);
   }
   const stats = await usecPerCall(redis);

@@ -19,8 +19,9 @@
  * and its bytes (its block without the id line) are recorded with its position in the same batch.
  *
  * A block that the replica wrote already as serializer.ts would write it (canonical.ts: what the
- * MCP SDK's servers write) is copied as bytes, its id line replaced, and its payload decoded once
- * from them; any other block is parsed and written again. The client sees the same bytes either way.
+ * MCP SDK's servers write) is copied as bytes, its id line replaced, and journaled as bytes too
+ * (never decoded: JournalFrames); any other block is parsed and written again. The client sees the
+ * same bytes, and the journal keeps the same payloads, either way.
  *
  * Nothing half-rewritten is ever sent: a block is forwarded only when complete and recorded; an
  * oversized event, a refused record or a broken replay ends the output where it stands.
@@ -28,6 +29,7 @@
 import { isAscii, isUtf8 } from 'node:buffer';
 import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { responseIds } from '../jsonrpc.js';
+import { JournalFrames, JournalFramesBuilder } from '../store/journal-frames.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { scanCanonical, type CanonicalSpan } from './canonical.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
@@ -39,7 +41,7 @@ export interface RecordSink {
    * gateway) and, with the journal, each event's bytes without its id line (J1).
    * 'ok': the events may leave. A rejection is a record that cannot be made at all.
    */
-  record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], payloads?: readonly string[]): Promise<RecordResult>;
+  record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], payloads?: JournalFrames): Promise<RecordResult>;
   /** J3: renews the pump's lease with nothing recorded after `head` ('ok' when there is none to renew). */
   renew?(head: number): Promise<RecordResult>;
 }
@@ -110,7 +112,7 @@ export interface Batch {
   readonly upstreamIds: readonly (string | null)[];
   readonly responded: readonly JsonRpcId[];
   /** J1: the events' bytes, with a journal. */
-  readonly payloads: readonly string[] | undefined;
+  readonly payloads: JournalFrames | undefined;
   /** The awaited requests whose responses passed in it. */
   readonly answers: readonly JsonRpcId[];
   /** The last position issued, and the replayed events checked, once it is committed. */
@@ -133,7 +135,7 @@ export function joinBatches(batches: readonly Batch[]): Batch {
     fromSeq: (recorded ?? last).fromSeq,
     upstreamIds: batches.flatMap((b) => b.upstreamIds),
     responded: batches.flatMap((b) => b.responded),
-    payloads: journaled ? batches.flatMap((b) => b.payloads ?? []) : undefined,
+    payloads: journaled ? JournalFrames.join(batches.map((b) => b.payloads ?? JournalFrames.EMPTY)) : undefined,
     answers: batches.flatMap((b) => b.answers),
     head: last.head,
     checked: last.checked,
@@ -159,8 +161,6 @@ export class SseRewriter {
   readonly #awaiting: Set<JsonRpcId>;
   /** scanCanonical's answer, one object for the stream. */
   readonly #span: CanonicalSpan = { start: 0, idStart: 0, idEnd: 0, end: 0 };
-  /** Where a copied event's payload is put together when its id line is in the middle of it. */
-  #scratch: Buffer = EMPTY;
 
   constructor(options: RewriterOptions) {
     this.#options = options;
@@ -345,23 +345,12 @@ export class SseRewriter {
         continue;
       }
       draft.upstreamIds.push(hasId ? decode(buf, ascii, idStart + ID_LINE_START.length, idEnd - 1) : null);
-      if (journal) draft.payloads.push(this.#payload(buf, span, ascii));
+      // J1: its bytes without the id line, as they are (the region is valid UTF-8).
+      if (journal) draft.journal.copied(start, idStart, idEnd, end);
       draft.copy(start, idStart);
       draft.cursor(draft.fromSeq + draft.upstreamIds.length - 1);
       draft.copy(idEnd, end);
     }
-  }
-
-  /** J1: a copied event's bytes without its id line, decoded into one flat string. */
-  #payload(buf: Buffer, span: CanonicalSpan, ascii: boolean): string {
-    const { start, idStart, idEnd, end } = span;
-    if (idStart === idEnd) return decode(buf, ascii, start, end);
-    if (idStart === start) return decode(buf, ascii, idEnd, end);
-    const bytes = idStart - start + end - idEnd;
-    if (this.#scratch.length < bytes) this.#scratch = Buffer.allocUnsafe(Math.max(bytes, 2 * this.#scratch.length));
-    buf.copy(this.#scratch, 0, start, idStart);
-    buf.copy(this.#scratch, idStart - start, idEnd, end);
-    return decode(this.#scratch, ascii, 0, bytes);
   }
 
   /** Adds the parser's items to the draft. */
@@ -397,8 +386,7 @@ export class SseRewriter {
         const seq = draft.fromSeq + draft.upstreamIds.length;
         draft.upstreamIds.push(synthetic || !item.id ? null : item.id);
         draft.responded.push(...answers);
-        if (journal) draft.payloads.push(eventText({ ...item, id: undefined }));
-        draft.number(item, seq, journal ? draft.payloads.length - 1 : -1);
+        draft.number(item, seq, journal ? draft.journaled(eventText({ ...item, id: undefined })) : -1);
       } else {
         // No id (or an empty one, which resets the client's last id): passes as it is (E1).
         draft.text(eventText(item));
@@ -409,7 +397,7 @@ export class SseRewriter {
 
   #finish(draft: Draft): Batch {
     if (draft.events === 0 && draft.end === undefined && draft.parts.length === 0 && draft.ops.length === 0) return this.#nothing(undefined);
-    const { fromSeq, upstreamIds, payloads, end } = draft;
+    const { fromSeq, upstreamIds, end } = draft;
     this.#issued = fromSeq + upstreamIds.length - 1;
     if (end) this.#stopped = end;
     const journal = this.#cursors?.journal === true;
@@ -418,13 +406,13 @@ export class SseRewriter {
       this.#issuer = codec.issuer(sessionId, incarnation);
     }
     return {
-      out: draft.bytes(this.#issuer, journal ? payloads : NO_PAYLOADS),
+      out: draft.bytes(this.#issuer),
       events: draft.events,
       ...(end ? { end } : {}),
       fromSeq,
       upstreamIds,
       responded: draft.responded,
-      payloads: journal ? payloads : undefined,
+      payloads: journal ? draft.journal.build(draft.chunk) : undefined,
       answers: draft.answers,
       head: this.#issued,
       checked: this.#checked,
@@ -435,7 +423,6 @@ export class SseRewriter {
 const EMPTY = Buffer.alloc(0);
 const NO_IDS: readonly JsonRpcId[] = [];
 const NO_CURSORS: readonly string[] = [];
-const NO_PAYLOADS: readonly string[] = [];
 const LF = 0x0a;
 const CR = 0x0d;
 const BLANK_LINE = Buffer.from('\n\n');
@@ -481,7 +468,10 @@ class Draft {
   readonly upstreamIds: (string | null)[] = [];
   readonly responded: JsonRpcId[] = [];
   readonly answers: JsonRpcId[] = [];
-  readonly payloads: string[] = [];
+  /** J1: the events' bytes, in order. */
+  readonly journal = new JournalFramesBuilder();
+  /** J1: the payloads of the parsed events, which their output is written from. */
+  readonly #texts: string[] = [];
   /** The positions of the copied events, in order: their id lines are written as bytes (CursorIssuer.lines). */
   readonly seqs: number[] = [];
   /** Texts for the client; '' where a parsed event waits for its cursor. */
@@ -493,7 +483,8 @@ class Draft {
   readonly #payloadAt: number[] = [];
   /** Once something is copied: the whole output as operations (COPY from to, CURSOR index, TEXTS from to). */
   readonly ops: number[] = [];
-  #chunk: Buffer = EMPTY;
+  /** The chunk being read: what COPY operations and copied payloads are ranges of. */
+  chunk: Buffer = EMPTY;
   #textsFrom = 0;
 
   constructor(fromSeq: number) {
@@ -530,21 +521,27 @@ class Draft {
   }
 
   source(chunk: Buffer): void {
-    this.#chunk = chunk;
+    this.chunk = chunk;
+  }
+
+  /** J1: a parsed event's payload, journaled: where number finds it. */
+  journaled(text: string): number {
+    this.journal.text(text);
+    return this.#texts.push(text) - 1;
   }
 
   /**
    * The output, with the cursors from `issuer` (one AES call for the parsed events, one for the
-   * copied ones, each only for its own) and the payloads (J1) of the events that were parsed.
+   * copied ones, each only for its own).
    */
-  bytes(issuer: CursorIssuer | undefined, payloads: readonly string[]): Buffer[] {
+  bytes(issuer: CursorIssuer | undefined): Buffer[] {
     const { parts, seqs, numbered } = this;
     const cursors = numbered.length > 0 ? issuer!.encode(this.#numberedSeqs) : NO_CURSORS;
     for (let i = 0; i < numbered.length; i++) {
       const cursor = cursors[i]!;
       const payloadAt = this.#payloadAt[i]!;
       // A journaled event leaves as its journal replays it: the same bytes (E3).
-      parts[this.#slots[i]!] = payloadAt < 0 ? eventTextWithCursor(numbered[i]!, cursor) : journaledWithCursor(payloads[payloadAt]!, cursor);
+      parts[this.#slots[i]!] = payloadAt < 0 ? eventTextWithCursor(numbered[i]!, cursor) : journaledWithCursor(this.#texts[payloadAt]!, cursor);
     }
     if (this.ops.length === 0) return parts.length === 0 ? [] : [Buffer.from(parts.join(''), 'utf8')];
     this.#flushTexts();
@@ -565,7 +562,7 @@ class Draft {
       }
     }
     const out = Buffer.allocUnsafe(size);
-    const chunk = this.#chunk;
+    const chunk = this.chunk;
     let at = 0;
     for (let i = 0; i < ops.length; i += 3) {
       const op = ops[i];

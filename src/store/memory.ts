@@ -325,12 +325,12 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       if (entry.state !== 'open' || batch.attach !== entry.attach) return 'stale';
       if (batch.fromSeq !== entry.head + 1) return alreadyRecorded(entry, batch) ? 'ok' : 'stale';
       const { payloads } = batch;
+      const texts = payloads?.texts();
       for (const [i, id] of batch.upstreamIds.entries()) {
         entry.ids.push(id === '' ? null : id);
-        const payload = payloads?.[i] ?? null;
-        entry.payloads.push(payload);
-        if (payload !== null) entry.journalBytes += Buffer.byteLength(payload);
+        entry.payloads.push(texts?.[i] ?? null);
       }
+      if (payloads !== undefined) entry.journalBytes += payloads.payloadBytes;
       entry.head += batch.upstreamIds.length;
       if (payloads === undefined && batch.upstreamIds.length > 0) {
         // Nothing up to here can be read from the journal any more: its bytes are dropped, as Redis drops its list.
@@ -559,9 +559,10 @@ function toRecord(id: string, entry: IncarnationEntry): IncarnationRecord {
  * it carries payloads, the same bytes, journaled.
  */
 function alreadyRecorded(entry: IncarnationEntry, batch: EventBatch): boolean {
-  const { fromSeq, upstreamIds, payloads } = batch;
+  const { fromSeq, upstreamIds } = batch;
   if (fromSeq < entry.base || fromSeq + upstreamIds.length - 1 > entry.head) return false;
-  if (payloads !== undefined && fromSeq <= entry.unjournaled) return false;
+  if (batch.payloads !== undefined && fromSeq <= entry.unjournaled) return false;
+  const payloads = batch.payloads?.texts();
   return upstreamIds.every(
     (id, i) =>
       entry.ids[fromSeq - entry.base + i] === (id === '' ? null : id) &&

@@ -12,6 +12,8 @@
  * (src/errors.ts).
  */
 
+import type { JournalFrames } from './journal-frames.js';
+
 export type SessionState = 'active' | 'terminated' | 'lost';
 
 export interface SessionRecord {
@@ -118,12 +120,12 @@ export interface EventBatch {
   readonly create?: { readonly owner: string; readonly kind: IncarnationKind; readonly pending: readonly JsonRpcId[] };
   /**
    * J1: each event's bytes as journaled (its SSE block without the `id:` line, as the rewriter
-   * serializes it), same index and length as upstreamIds (any other length is refused with a
+   * serializes it), framed (journal-frames.ts), as many as upstreamIds (any other length is refused with a
    * StoreError). Absent: nothing is journaled (journal off, or a modern-era stream), and the
    * incarnation is no longer `journaled` until these positions are trimmed. Written in the same
    * atomic step (Redis: the same script, one round trip) as the positions.
    */
-  readonly payloads?: readonly string[];
+  readonly payloads?: JournalFrames;
   /** J2/J3: the instance that pumps this stream (reads the replica); its lease is renewed for leaseMs. */
   readonly pump?: { readonly instanceId: string; readonly leaseMs: number };
 }

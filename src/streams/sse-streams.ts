@@ -104,7 +104,7 @@ export class SseStreams {
           const result = await records.record(fromSeq, upstreamIds, responded, this.deps.config().resumption.recordRetryMs, payloads);
           if (result === 'ok' && payloads) {
             journalEvents.inc(payloads.length);
-            journalBytes.inc(payloads.reduce((sum, p) => sum + Buffer.byteLength(p), 0));
+            journalBytes.inc(payloads.payloadBytes);
           }
           return result;
         },

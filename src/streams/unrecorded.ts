@@ -20,6 +20,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { retryWithin } from '../retry.js';
 import type { EventBatch, JsonRpcId, RecordResult, Store } from '../store/types.js';
+import { JournalFrames } from '../store/journal-frames.js';
 
 const noop = (): void => undefined;
 
@@ -270,7 +271,7 @@ export class StreamRecords {
     upstreamIds: readonly (string | null)[],
     responded: readonly JsonRpcId[],
     retryMs: number,
-    payloads?: readonly string[],
+    payloads?: JournalFrames,
   ): Promise<RecordResult> {
     if (this.#stopped) return Promise.resolve('ok');
     const { create, pump } = this.#target;
@@ -342,7 +343,7 @@ export class StreamRecords {
     if (this.#stopped || pump === undefined || head === 0 || this.pending || this.#all.down || this.#all.closed) return 'ok';
     // A batch written lately renewed it.
     if (performance.now() - this.#lastWrite < idleMs) return 'ok';
-    const batch: EventBatch = { attach: this.#target.attach, fromSeq: head + 1, upstreamIds: [], responded: [], payloads: [], pump };
+    const batch: EventBatch = { attach: this.#target.attach, fromSeq: head + 1, upstreamIds: [], responded: [], payloads: JournalFrames.EMPTY, pump };
     try {
       return await this.#all.write(this.#target, batch, 0);
     } catch (err) {
@@ -399,8 +400,8 @@ export class StreamRecords {
     if (this.#stopped) return;
     let cost = BATCH_COST_BYTES;
     for (const id of batch.upstreamIds) cost += EVENT_COST_BYTES + (id === null ? 0 : id.length);
-    // J1: a journaled event's bytes are held with its record (a V8 string of one-byte characters).
-    for (const payload of batch.payloads ?? []) cost += payload.length;
+    // J1: a journaled event's bytes are held with its record.
+    cost += batch.payloads?.frames.length ?? 0;
     const limits = this.#all;
     if (limits.closed) {
       this.stop('shutdown');
@@ -446,7 +447,7 @@ export class StreamRecords {
       ...first.batch,
       upstreamIds: parts.flatMap((p) => p.batch.upstreamIds),
       responded: parts.flatMap((p) => p.batch.responded),
-      ...(first.batch.payloads ? { payloads: parts.flatMap((p) => p.batch.payloads ?? []) } : {}),
+      ...(first.batch.payloads ? { payloads: JournalFrames.join(parts.map((p) => p.batch.payloads!)) } : {}),
     };
     return { batch, events, cost: parts.reduce((sum, p) => sum + p.cost, 0) };
   }

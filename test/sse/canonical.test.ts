@@ -90,7 +90,7 @@ async function rewritten(chunks: readonly Buffer[], journal: boolean): Promise<{
   const sink: RecordSink = {
     record: async (_fromSeq, upstreamIds, _responded, payloads) => {
       result.ids.push(...upstreamIds);
-      result.payloads.push(...(payloads ?? []));
+      result.payloads.push(...(payloads?.texts() ?? []));
       return 'ok';
     },
   };

@@ -172,7 +172,7 @@ t.test('J1 journal: every event gets a cursor and its bytes without the id line;
   const journaling: RecordSink = {
     record: async (_fromSeq, upstreamIds, _responded, p) => {
       ids.push(upstreamIds);
-      payloads.push([...(p ?? [])]);
+      payloads.push(p?.texts() ?? []);
       return 'ok';
     },
   };

@@ -8,6 +8,7 @@
 import type { Test } from 'tap';
 import type { EventBatch, JournalNote, Store } from '../../src/store/types.js';
 import type { StoreHarness } from './contract.js';
+import { JournalFrames } from '../../src/store/journal-frames.js';
 
 type ContractTest = (title: string, body: (t: Test, h: StoreHarness) => Promise<void>) => void;
 type TickUntil = (t: Test, h: StoreHarness, what: string, done: () => Promise<boolean>) => Promise<void>;
@@ -21,7 +22,7 @@ const journaled = (fromSeq: number, payloads: string[], opts: Partial<EventBatch
   attach: 1,
   fromSeq,
   upstreamIds: payloads.map(() => null),
-  payloads,
+  payloads: JournalFrames.of(payloads),
   responded: [],
   ...opts,
 });

@@ -5,7 +5,8 @@ import { createRedisStore } from '../../src/store/redis/index.js';
 import { epochsKey, incarnationKey, incarnationsKey, journalKey, positionsKey, secretKey, sessionKey } from '../../src/store/redis/keys.js';
 import { INCARNATIONS_LISTED, type JournalNote, type Store } from '../../src/store/types.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { frameJournal, JOURNAL_SLICE_BYTES } from '../../src/store/redis/scripts/journal.js';
+import { JOURNAL_SLICE_BYTES } from '../../src/store/redis/scripts/journal.js';
+import { JournalFrames } from '../../src/store/journal-frames.js';
 import { bound, SLACK_MS, storeAnswers, waitFor } from '../helpers/wait.js';
 import { CONTRACT_JOBS, operations, redisHarness, storeContract } from './contract.js';
 
@@ -226,9 +227,11 @@ t.test('redis: the journal is a hash of framed bytes beside the positions, same 
   await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 1, upstreamIds: ['u1'], responded: [] }, 100, 100_000);
   t.equal(await redis.exists(jnl), 0, 'no journal before a batch with payloads');
   const payloads = ['data: a\n\n', 'event: x\ndata: ü\n\n'];
-  await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: [null, 'u3'], payloads, responded: [] }, 100, 300_000, 1000);
-  t.same(await redis.hmget(jnl, 'h', 'e', 'k', 'm'), ['3', String(frameJournal(payloads).length), '0', '1'], 'journaled up to the head; one fragment, no slice yet');
-  t.same(await redis.hgetBuffer(jnl, 'p1'), frameJournal(payloads), 'each payload framed by its UTF-8 length');
+  await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: 2, upstreamIds: [null, 'u3'], payloads: JournalFrames.of(payloads), responded: [] }, 100, 300_000, 1000);
+  // Each payload's UTF-8 length as 4 bytes (big-endian), then its bytes: 'ü' is two bytes.
+  const framed = Buffer.concat([Buffer.from([0, 0, 0, 9]), Buffer.from('data: a\n\n'), Buffer.from([0, 0, 0, 19]), Buffer.from('event: x\ndata: ü\n\n')]);
+  t.same(await redis.hmget(jnl, 'h', 'e', 'k', 'm'), ['3', String(framed.length), '0', '1'], 'journaled up to the head; one fragment, no slice yet');
+  t.same(await redis.hgetBuffer(jnl, 'p1'), framed, 'each payload framed by its UTF-8 length');
   t.same(await redis.lrange(pos, 0, -1), ['', 'u1', '', 'u3']);
   t.match(await redis.hgetall(inc), { head: '3', base: '0', unjournaled: '1' });
   // The list layout's key, as a gateway before the hash layout leaves it during an upgrade.
@@ -259,7 +262,7 @@ t.test('redis: the journal cuts its fragments into whole slices of one allocator
   const window = 60;
   for (let b = 0; b < 30; b++) {
     const payloads = Array.from({ length: 7 }, (_, i) => event(seq + i));
-    t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: seq, upstreamIds: payloads.map(() => null), payloads, responded: [] }, window, 100_000), 'ok');
+    t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: seq, upstreamIds: payloads.map(() => null), payloads: JournalFrames.of(payloads), responded: [] }, window, 100_000), 'ok');
     seq += 7;
   }
   const head = seq - 1;
@@ -284,7 +287,7 @@ t.test('redis: a journal lost without its record (evicted) is read as none, and 
   t.teardown(() => store.close());
   const redis = inspector(t, server);
   await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 60_000);
-  const batch = (fromSeq: number, data: string) => ({ attach: 1, fromSeq, upstreamIds: [null], payloads: [`data: ${data}\n\n`], responded: [] });
+  const batch = (fromSeq: number, data: string) => ({ attach: 1, fromSeq, upstreamIds: [null], payloads: JournalFrames.of([`data: ${data}\n\n`]), responded: [] });
   await store.recordEvents('s1', 'g1', batch(1, 'a'), 100, 60_000, 1000);
   await redis.del(journalKey(KEY_PREFIX, 's1', 'g1'));
   t.match(await store.readJournal('s1', 'g1', 0, 10), { record: { head: 1, journaled: false }, events: [] }, 'nothing, never a wrong event');
@@ -310,7 +313,7 @@ t.test('redis: watches share one subscriber connection, opened on the first, sub
     const seen = notes.length;
     await waitFor(what, RECOVERY_DEADLINE_MS, async () => {
       head += 1;
-      await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: head, upstreamIds: [null], payloads: [`data: ${head}\n\n`], responded: [] }, 100, 60_000);
+      await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: head, upstreamIds: [null], payloads: JournalFrames.of([`data: ${head}\n\n`]), responded: [] }, 100, 60_000);
       return notes.length > seen;
     });
   };

@@ -32,7 +32,7 @@ async function heldPipe(t: Test, untilAnswered: boolean) {
           journal: true,
           sink: {
             record: async (_from, _ids, _responded, payloads) => {
-              recorded.push(...(payloads ?? []));
+              recorded.push(...(payloads?.texts() ?? []));
               recordedWaiter?.();
               return 'ok';
             },

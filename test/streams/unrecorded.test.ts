@@ -14,6 +14,7 @@ import { testConfig } from '../helpers/gateway.js';
 import { metricValue } from '../helpers/gateway.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { bound, storeAnswers, waitFor } from '../helpers/wait.js';
+import { JournalFrames } from '../../src/store/journal-frames.js';
 
 const COMMAND_TIMEOUT_MS = 200;
 const TTL_MS = 60_000;
@@ -164,7 +165,8 @@ t.test('a POST stream whose first batch fails keeps its cursors: its incarnation
 });
 
 /** SSE blocks as the rewriter journals them, for positions from..from+n-1. */
-const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => `event: message\ndata: {"seq":${from + i}}\n\n`);
+const texts = (from: number, n: number) => Array.from({ length: n }, (_, i) => `event: message\ndata: {"seq":${from + i}}\n\n`);
+const blocks = (from: number, n: number) => JournalFrames.of(texts(from, n));
 
 t.test('journal: events held during an outage are journaled late, in order, each once, and their bytes count in the bounds', async (t) => {
   const h = await harness(t);
@@ -173,13 +175,13 @@ t.test('journal: events held during an outage are journaled late, in order, each
   t.equal(await stream.record(1, ids(1, 2), [], 0, blocks(1, 2)), 'ok');
   server.pause();
   for (let seq = 3; seq < 53; seq += 5) t.equal(await stream.record(seq, ids(seq, 5), [], 0, blocks(seq, 5)), 'ok', 'the events leave');
-  const payloadBytes = blocks(3, 50).reduce((sum, b) => sum + b.length, 0);
+  const payloadBytes = blocks(3, 50).payloadBytes;
   t.ok(h.records.bytes >= 50 * EVENT_COST_BYTES + 10 * BATCH_COST_BYTES + payloadBytes, `held bytes count the payloads (${h.records.bytes})`);
   server.resume();
   await waitFor('the backlog is written', FLUSH_DEADLINE_MS, async () => (await metricValue(h.registry, 'mcp_gateway_unrecorded_events')) === 0);
   const read = await h.store.readJournal(s.sessionId, s.incarnation, 0, 1000);
   t.match(read?.record, { head: 52, journaled: true });
-  t.same(read?.events, blocks(1, 52).map((payload, i) => ({ seq: i + 1, payload })), 'every event journaled at its position, once');
+  t.same(read?.events, texts(1, 52).map((payload, i) => ({ seq: i + 1, payload })), 'every event journaled at its position, once');
 });
 
 t.test('journal: held batches with and without payloads are written apart, so the store takes each', async (t) => {
@@ -199,7 +201,7 @@ t.test('journal: held batches with and without payloads are written apart, so th
   t.equal(stream.stopped, false, 'no batch was refused');
   const read = await h.store.readJournal(s.sessionId, s.incarnation, 8, 10);
   t.match(read?.record, { head: 10, journaled: false });
-  t.same(read?.events.map((e) => e.payload), blocks(9, 2), 'journaled after the positions recorded without bytes');
+  t.same(read?.events.map((e) => e.payload), texts(9, 2), 'journaled after the positions recorded without bytes');
 });
 
 t.test('past the stream bound, the stream goes on unrecorded: later batches are never written', async (t) => {

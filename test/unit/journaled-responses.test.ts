@@ -6,6 +6,7 @@ import t from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
 import { journaledResponses, unanswered } from '../../src/resumption/from-journal.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { JournalFrames } from '../../src/store/journal-frames.js';
 
 const TTL_MS = 600_000;
 const INC = 'p1p1p1p1p1p1p1p1';
@@ -29,7 +30,7 @@ t.test('journaledResponses: the responses after a position, under their cursors,
     block('{"jsonrpc":"2.0","id":7,"result":{}}'),
     block('{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"no"}}'),
   ];
-  const batch = { attach: 1, fromSeq: 1, upstreamIds: payloads.map(() => null), payloads, responded: [7, 'a'] };
+  const batch = { attach: 1, fromSeq: 1, upstreamIds: payloads.map(() => null), payloads: JournalFrames.of(payloads), responded: [7, 'a'] };
   t.equal(await store.recordEvents('s1', INC, batch, 1000, TTL_MS), 'ok');
   const codec = new CursorCodec('test-secret-0123456789abcdefghijklmnopqrstuvwxyz');
   const all = await journaledResponses(store, codec, 's1', INC, 0);

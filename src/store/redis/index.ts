@@ -29,6 +29,7 @@ import {
   type Store,
   type TaskRecord,
 } from '../types.js';
+import type { JournalFrames } from '../journal-frames.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
 import {
@@ -51,7 +52,6 @@ import { toJournalRead, toRecord, toView } from './replies.js';
 import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
 import { defineScripts } from './scripts/index.js';
 import { seqArgument } from './scripts/incarnation.js';
-import { frameJournal } from './scripts/journal.js';
 
 export interface RedisStoreOptions extends ConnectionOptions {
   /** Namespace of every key; must not contain braces (they would become the cluster hash tag). */
@@ -404,8 +404,8 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
  * The last two arguments of the record script: whether the batch journals, and the payloads framed
  * in one argument (one each would cost the client as much as the ids did, see record-events.ts).
  */
-function journalArguments(payloads: readonly string[] | undefined): [string, string | Buffer] {
-  return payloads === undefined ? ['0', ''] : ['1', frameJournal(payloads)];
+function journalArguments(payloads: JournalFrames | undefined): [string, string | Buffer] {
+  return payloads === undefined ? ['0', ''] : ['1', payloads.frames];
 }
 
 /** A message of an incarnation's channel, as the scripts publish it. */

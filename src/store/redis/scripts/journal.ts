@@ -4,7 +4,7 @@
  *
  * The journal of an incarnation is one hash (KEYS[3]). Its events are one byte stream: for each
  * journaled position, in order, its length as 4 bytes (big-endian) and then its bytes, exactly as
- * the gateway sends a batch (`frameJournal`). The stream is kept in pieces:
+ * the gateway sends a batch (`JournalFrames`, store/journal-frames.ts). The stream is kept in pieces:
  *
  * - slices: fields '0', '1', ...: slice i holds bytes [i * SLICE, (i + 1) * SLICE) of the stream.
  *   SLICE is chosen so that a slice is one allocation of the allocator's 16 KiB class with nothing
@@ -206,25 +206,3 @@ local function jtrim(js, p)
   if upto >= js.z then js.z = upto + 1 end
 end
 `;
-
-/**
- * A batch's payloads as the record script journals them: for each, its UTF-8 length as 4 bytes
- * (big-endian) and its bytes. Each is encoded on its own: joined, a lone surrogate at the end of
- * one and one at the start of the next would pair and encode differently.
- */
-export function frameJournal(payloads: readonly string[]): Buffer {
-  let total = 4 * payloads.length;
-  const lengths = new Array<number>(payloads.length);
-  for (let i = 0; i < payloads.length; i++) {
-    const length = Buffer.byteLength(payloads[i]!);
-    lengths[i] = length;
-    total += length;
-  }
-  const frames = Buffer.allocUnsafe(total);
-  let at = 0;
-  for (let i = 0; i < payloads.length; i++) {
-    at = frames.writeUInt32BE(lengths[i]!, at);
-    at += frames.write(payloads[i]!, at);
-  }
-  return frames;
-}

@@ -17,7 +17,7 @@ import { JOURNAL_LUA } from './journal.js';
  * pending (JSON) of the incarnation to create ('' each when create is '0'), then k, then k responded
  * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument,
  * then: maxBytes (-1: no bound), pump instance ('' to leave the lease), pumpUntil, note channel,
- * payloads ('1' or '0'), and the n payloads framed in one argument (frameJournal: each its length
+ * payloads ('1' or '0'), and the n payloads framed in one argument (JournalFrames: each its length
  * and its bytes), which the script appends as they are, without reading them.
  *
  * One argument for all the ids, not one each: a batch holds thousands of events when a replica

@@ -1,0 +1,121 @@
+/**
+ * J1: the payloads of a batch's events as the journal keeps them, in one buffer: for each event,
+ * its UTF-8 length as 4 bytes (big-endian) and its bytes (its SSE block without the id line). The
+ * Redis store sends this buffer to its record script as it is, which appends it without reading it
+ * (scripts/journal.ts); the memory store keeps the texts.
+ *
+ * Built from bytes where the rewriter copied a block from the replica's chunk (its id line cut
+ * out): the bytes go into the frames once, without a string for each event that is encoded again.
+ */
+export class JournalFrames {
+  /** The frames, back to back. */
+  readonly frames: Buffer;
+  /** Events framed. */
+  readonly length: number;
+
+  private constructor(frames: Buffer, length: number) {
+    this.frames = frames;
+    this.length = length;
+  }
+
+  static readonly EMPTY = new JournalFrames(Buffer.alloc(0), 0);
+
+  /**
+   * Each text framed on its own: joined, a lone surrogate at the end of one and one at the start of
+   * the next would pair and encode differently.
+   */
+  static of(texts: readonly string[]): JournalFrames {
+    const builder = new JournalFramesBuilder();
+    for (const text of texts) builder.text(text);
+    return builder.build(EMPTY);
+  }
+
+  /** Batches one after the other, as one. */
+  static join(list: readonly JournalFrames[]): JournalFrames {
+    if (list.length === 1) return list[0]!;
+    let length = 0;
+    for (const f of list) length += f.length;
+    return new JournalFrames(
+      Buffer.concat(list.map((f) => f.frames)),
+      length,
+    );
+  }
+
+  /** The payloads' bytes, without their frames (what the journal byte metric counts). */
+  get payloadBytes(): number {
+    return this.frames.length - 4 * this.length;
+  }
+
+  /** Each payload as text (the bytes are UTF-8: copied only when valid, or encoded from text). */
+  texts(): string[] {
+    const texts = new Array<string>(this.length);
+    const frames = this.frames;
+    let at = 0;
+    for (let i = 0; i < this.length; i++) {
+      const len = frames.readUInt32BE(at);
+      texts[i] = frames.toString('utf8', at + 4, at + 4 + len);
+      at += 4 + len;
+    }
+    return texts;
+  }
+
+  /** @internal JournalFramesBuilder's way in: frames it wrote, `length` of them. */
+  static fromBuilder(frames: Buffer, length: number): JournalFrames {
+    return new JournalFrames(frames, length);
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+const TEXT = -1;
+
+/**
+ * A batch's frames as its events are read: texts, or two ranges of the chunk being read (an event
+ * copied from it, before and after its id line). Written into one buffer by build.
+ */
+export class JournalFramesBuilder {
+  /** Four numbers an event: a range's from and to and the second range's, or TEXT and the text's index. */
+  readonly #ops: number[] = [];
+  readonly #texts: string[] = [];
+  #count = 0;
+
+  get length(): number {
+    return this.#count;
+  }
+
+  text(text: string): void {
+    this.#ops.push(TEXT, this.#texts.length, 0, 0);
+    this.#texts.push(text);
+    this.#count++;
+  }
+
+  /** Bytes [from, to) and [from2, to2) of the chunk that build is given, as one payload. */
+  copied(from: number, to: number, from2: number, to2: number): void {
+    this.#ops.push(from, to, from2, to2);
+    this.#count++;
+  }
+
+  /** The frames, copied ranges read from `chunk`. */
+  build(chunk: Buffer): JournalFrames {
+    if (this.#count === 0) return JournalFrames.EMPTY;
+    const ops = this.#ops;
+    const lengths = new Array<number>(this.#count);
+    let total = 4 * this.#count;
+    for (let i = 0, e = 0; i < ops.length; i += 4, e++) {
+      const len = ops[i] === TEXT ? Buffer.byteLength(this.#texts[ops[i + 1]!]!) : ops[i + 1]! - ops[i]! + ops[i + 3]! - ops[i + 2]!;
+      lengths[e] = len;
+      total += len;
+    }
+    const frames = Buffer.allocUnsafe(total);
+    let at = 0;
+    for (let i = 0, e = 0; i < ops.length; i += 4, e++) {
+      at = frames.writeUInt32BE(lengths[e]!, at);
+      if (ops[i] === TEXT) {
+        at += frames.write(this.#texts[ops[i + 1]!]!, at, 'utf8');
+      } else {
+        at += chunk.copy(frames, at, ops[i]!, ops[i + 1]!);
+        at += chunk.copy(frames, at, ops[i + 2]!, ops[i + 3]!);
+      }
+    }
+    return JournalFrames.fromBuilder(frames, this.#count);
+  }
+}
