@@ -12,7 +12,8 @@
  *            --rounds N (default 1: every workload but idle N times, targets in turn; medians)
  *            --variant NAME=JSON (repeatable: every gateway target also runs as gateway-KIND+NAME, in the
  *              same rounds; JSON {"checkout": DIR, "config": {...}}: another checkout's build, and
- *              configuration merged over the bench's, e.g. --variant 'w2={"config":{"workers":2}}')
+ *              configuration merged over the bench's, e.g. --variant 'w2={"config":{"workers":2}}'; "node":
+ *              Node.js options for the gateway's process, e.g. {"node":["--max-semi-space-size=32"]})
  *
  * Prints one table and writes it as JSON to bench/results/<timestamp>.json. Absolute figures depend
  * on the machine and on what else runs on it; the ratios to the baselines of the same run are what
@@ -340,6 +341,9 @@ function parseVariant(arg: string): [string, Variant] {
   const name = arg.slice(0, at);
   if (at <= 0 || !/^[a-z0-9-]+$/i.test(name)) throw new Error(`--variant ${arg}: expected NAME=JSON, NAME of letters, digits and dashes`);
   const spec = JSON.parse(arg.slice(at + 1)) as Variant;
+  if (spec.node !== undefined && (!Array.isArray(spec.node) || !spec.node.every((o) => typeof o === 'string'))) {
+    throw new Error(`--variant ${arg}: "node" must be an array of strings (Node.js options)`);
+  }
   return [name, { ...spec, ...(spec.checkout === undefined ? {} : { checkout: resolve(spec.checkout) }) }];
 }
 

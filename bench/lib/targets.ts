@@ -49,6 +49,8 @@ export interface Variant {
   /** A checkout whose build/src/cli.js runs instead of this one's (built with npm run build:test). */
   checkout?: string;
   config?: Record<string, unknown>;
+  /** Node.js options for the gateway's process, before its script (e.g. ["--max-semi-space-size=32"]). */
+  node?: string[];
 }
 
 /** The proxy kind a target name runs. */
@@ -238,7 +240,7 @@ async function startGateway(kind: GatewayKind, name: TargetName, variant: Varian
   // One folder per gateway run: each of its processes (workers too) writes its own profile there.
   const profile = opts.gatewayCpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(opts.gatewayCpuProfDir, `${name}-${Date.now()}`)] : [];
   const cli = variant.checkout === undefined ? GATEWAY_CLI : resolve(variant.checkout, 'build/src/cli.js');
-  const child = startChild(process.execPath, [...profile, cli, '--config', file], { stdio: ['ignore', log, log] });
+  const child = startChild(process.execPath, [...(variant.node ?? []), ...profile, cli, '--config', file], { stdio: ['ignore', log, log] });
   const readyz = `http://127.0.0.1:${adminPort}/readyz`;
   try {
     await waitFor(`${name} ready`, START_DEADLINE_MS, async () => {
