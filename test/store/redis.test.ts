@@ -7,6 +7,8 @@ import { INCARNATIONS_LISTED, type JournalNote, type Store } from '../../src/sto
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { JOURNAL_SLICE_BYTES } from '../../src/store/redis/scripts/journal.js';
 import { JournalFrames } from '../../src/store/journal-frames.js';
+import { cutFrames } from '../../src/store/redis/journal-cut.js';
+import { defineScripts } from '../../src/store/redis/scripts/index.js';
 import { bound, SLACK_MS, storeAnswers, waitFor } from '../helpers/wait.js';
 import { CONTRACT_JOBS, operations, redisHarness, storeContract } from './contract.js';
 
@@ -249,13 +251,18 @@ t.test('redis: the journal is a hash of framed bytes beside the positions, same 
   t.match(await store.readIncarnation('s1', 'g1', 0), { record: { head: 4, journaled: false } });
 });
 
-t.test('redis: the journal cuts its fragments into whole slices of one allocator class, and frees them behind the window', async (t) => {
+/** An empty server, a store, and the GET incarnation s1/g1 open on it: its journal's key, for a look at what the store writes. */
+async function journaledGet(t: Test): Promise<{ store: Store; redis: Redis; jnl: string }> {
   await server.flushall();
   const store = makeStore(server);
   t.teardown(() => store.close());
   const redis = inspector(t, server);
-  const jnl = journalKey(KEY_PREFIX, 's1', 'g1');
   await store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true }, 100_000);
+  return { store, redis, jnl: journalKey(KEY_PREFIX, 's1', 'g1') };
+}
+
+t.test('redis: the journal cuts its fragments into whole slices of one allocator class, and frees them behind the window', async (t) => {
+  const { store, redis, jnl } = await journaledGet(t);
   // 1,000-byte events of mixed widths (ü is two bytes), in batches of 7: frames straddle slices.
   const event = (seq: number) => `data: ${String(seq).padStart(6, '0')}${'ü'.repeat(10)}${'x'.repeat(1000 - 6 - 6 - 20 - 2)}\n\n`;
   let seq = 1;
@@ -279,6 +286,82 @@ t.test('redis: the journal cuts its fragments into whole slices of one allocator
   t.same(read?.events.map((x) => x.seq), Array.from({ length: window }, (_, i) => head - window + 1 + i), 'the window, in order');
   t.ok(read?.events.every((x) => x.payload === event(x.seq)), 'byte for byte, across slices and fragments');
   t.same((await store.readJournal('s1', 'g1', head - window - 1, 10))?.events, [], 'below the window: none');
+});
+
+t.test('redis: batches are sent cut where the journal\'s slices end, and stored as sent; the stream is the same bytes', async (t) => {
+  const { store, redis, jnl } = await journaledGet(t);
+  // What the record script is sent: its argument count tells one piece from several.
+  const monitor = await redis.monitor();
+  t.teardown(() => monitor.disconnect());
+  const sent: number[] = [];
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    // EVAL the first time on a connection, EVALSHA after.
+    if (/^eval(sha)?$/i.test(args[0] ?? '') && args.includes(jnl)) sent.push(args.length);
+  });
+  const event = (seq: number) => `data: ${String(seq).padStart(6, '0')}${'ü'.repeat(10)}${'y'.repeat(300)}\n\n`;
+  const texts: string[] = [];
+  let seq = 1;
+  // Batches of 130 events (about 43 KB): each spans two or three slices.
+  for (let b = 0; b < 6; b++) {
+    const payloads = Array.from({ length: 130 }, (_, i) => event(seq + i));
+    texts.push(...payloads);
+    t.equal(await store.recordEvents('s1', 'g1', { attach: 1, fromSeq: seq, upstreamIds: payloads.map(() => null), payloads: JournalFrames.of(payloads), responded: [] }, 10_000, 100_000), 'ok');
+    seq += 130;
+  }
+  await waitFor('the monitor saw every batch', RECOVERY_DEADLINE_MS, async () => sent.length === 6);
+  t.ok(sent.slice(1).every((n) => n > sent[0]! + 1), `after the first answer, each batch goes in pieces (arguments: ${sent.join(', ')})`);
+  const stream = JournalFrames.of(texts).frames;
+  const [k, e, m] = (await redis.hmget(jnl, 'k', 'e', 'm')).map(Number) as [number, number, number];
+  t.equal(e, stream.length, 'the stream: every frame once');
+  t.equal(k, Math.floor(e / JOURNAL_SLICE_BYTES), 'every whole slice cut');
+  for (let i = 0; i < k; i++) {
+    t.same(await redis.hgetBuffer(jnl, String(i)), stream.subarray(i * JOURNAL_SLICE_BYTES, (i + 1) * JOURNAL_SLICE_BYTES), `slice ${i}: the stream's bytes at its offset`);
+  }
+  t.equal(m, 1, 'one fragment after the last slice');
+  t.same(await redis.hgetBuffer(jnl, 'p1'), stream.subarray(k * JOURNAL_SLICE_BYTES), 'the fragment: the rest of the stream');
+  const read = await store.readJournal('s1', 'g1', 0, 10_000);
+  t.ok(read?.events.length === texts.length && read.events.every((x, i) => x.seq === i + 1 && x.payload === texts[i]), 'read back byte for byte, in order');
+});
+
+t.test('redis: the record script stores pieces cut where its slices end as they came, and joins and cuts any others', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = defineScripts(inspector(t, server));
+  const S = JOURNAL_SLICE_BYTES;
+  // One event per batch, its payload sized so that its frame is `bytes` long.
+  const frame = (bytes: number, fill: string) => JournalFrames.of([fill.repeat(bytes - 4)]).frames;
+  const cases: [string, (f: Buffer, end: number) => Buffer[]][] = [
+    ['cut where the slices end', (f, end) => cutFrames(f, end)],
+    ['in one piece', (f) => [f]],
+    ['cut one byte off', (f, end) => cutFrames(f, end + 1)],
+    ['cut where the slices end, an empty piece after', (f, end) => [...cutFrames(f, end), Buffer.alloc(0)]],
+    ['cut in arbitrary places', (f) => [f.subarray(0, 100), f.subarray(100, 5000), f.subarray(5000)]],
+  ];
+  for (const [name, cut] of cases) {
+    const inc = `g-${cases.findIndex((c) => c[0] === name)}`;
+    await store.openIncarnation({ id: inc, sessionId: 's1', owner: 'r1', kind: 'get', supersede: false }, 100_000);
+    const [incKey, posKey, jnl] = [incarnationKey(KEY_PREFIX, 's1', inc), positionsKey(KEY_PREFIX, 's1', inc), journalKey(KEY_PREFIX, 's1', inc)];
+    // Batches of 1,000 bytes, then a slice and a half, then exactly the open slice's room, then two slices.
+    const sizes = [1000, S + S / 2, 0, 2 * S];
+    const frames: Buffer[] = [];
+    let end = 0;
+    for (const [i, size] of sizes.entries()) {
+      const bytes = size === 0 ? S - (end % S) : size;
+      const f = frame(bytes, 'abcdefgh'[i]!);
+      const reply = await redis.gwRecordEvents(incKey, posKey, jnl, incarnationsKey(KEY_PREFIX, 's1'), 1, i + 1, 1000, 100_000, '0', '', '', '', '', 0, 1, '', -1, '', 0, 'ch', '1', ...cut(f, end));
+      end += f.length;
+      t.equal(reply, `ok ${end}`, `${name}: batch ${i + 1} journaled, the journal's end answered`);
+      frames.push(f);
+    }
+    const stream = Buffer.concat(frames);
+    const k = Number(await redis.hget(jnl, 'k'));
+    t.equal(k, Math.floor(stream.length / S), `${name}: every whole slice`);
+    const slices = await Promise.all(Array.from({ length: k }, (_, i) => redis.hgetBuffer(jnl, String(i))));
+    t.ok(slices.every((s, i) => s !== null && s.equals(stream.subarray(i * S, (i + 1) * S))), `${name}: each slice is the stream's bytes at its offset`);
+    const read = await store.readJournal('s1', inc, 0, 10);
+    t.same(read?.events.map((x) => Buffer.byteLength(x.payload) + 4), frames.map((f) => f.length), `${name}: every event read back whole`);
+  }
 });
 
 t.test('redis: a journal lost without its record (evicted) is read as none, and journaling starts again after it', async (t) => {

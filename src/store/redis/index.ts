@@ -29,7 +29,7 @@ import {
   type Store,
   type TaskRecord,
 } from '../types.js';
-import type { JournalFrames } from '../journal-frames.js';
+import { JournalEnds } from './journal-cut.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
 import {
@@ -83,6 +83,8 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
   // One subscriber connection for every watch of this store, opened on the first.
   let subscriber: ChannelSubscriber | undefined;
+  /** Where this instance expects each journal it writes to end: its batches are sent cut there. */
+  const journalEnds = new JournalEnds();
 
   const key = (sessionId: string): string => sessionKey(opts.keyPrefix, sessionId);
   const incKeys = (sessionId: string, incarnationId: string): [string, string, string] => [
@@ -231,26 +233,35 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
         if (payloads !== undefined && payloads.length !== batch.upstreamIds.length) {
           throw new Error('payloads and upstream ids differ in length');
         }
-        const result = await client.gwRecordEvents(
-          ...incKeys(sessionId, incarnationId),
-          incarnationsKey(opts.keyPrefix, sessionId),
-          batch.attach,
-          batch.fromSeq,
-          Math.max(1, Math.floor(maxPositions)),
-          ttlMs,
-          ...(create === undefined ? ['0', '', '', '', ''] : ['1', sessionId, create.owner, create.kind, JSON.stringify(create.pending)]),
-          batch.responded.length,
-          ...batch.responded.map((id) => JSON.stringify(id)),
-          batch.upstreamIds.length,
-          batch.upstreamIds.map((id) => id ?? '').join('\n'),
-          maxJournalBytes === undefined ? -1 : Math.max(0, Math.floor(maxJournalBytes)),
-          pump?.instanceId ?? '',
-          pump === undefined ? 0 : Date.now() + pump.leaseMs,
-          channel(sessionId, incarnationId),
-          ...journalArguments(payloads),
-        );
-        if (result !== 'ok' && result !== 'stale' && result !== 'missing') throw new Error(`unexpected reply: ${String(result)}`);
-        return result;
+        const keys = incKeys(sessionId, incarnationId);
+        const frames = payloads?.frames;
+        const pieces = frames === undefined ? undefined : journalEnds.send(keys[0], frames);
+        let reply: unknown;
+        try {
+          reply = await client.gwRecordEvents(
+            ...keys,
+            incarnationsKey(opts.keyPrefix, sessionId),
+            batch.attach,
+            batch.fromSeq,
+            Math.max(1, Math.floor(maxPositions)),
+            ttlMs,
+            ...(create === undefined ? ['0', '', '', '', ''] : ['1', sessionId, create.owner, create.kind, JSON.stringify(create.pending)]),
+            batch.responded.length,
+            ...batch.responded.map((id) => JSON.stringify(id)),
+            batch.upstreamIds.length,
+            batch.upstreamIds.map((id) => id ?? '').join('\n'),
+            maxJournalBytes === undefined ? -1 : Math.max(0, Math.floor(maxJournalBytes)),
+            pump?.instanceId ?? '',
+            pump === undefined ? 0 : Date.now() + pump.leaseMs,
+            channel(sessionId, incarnationId),
+            ...(pieces === undefined ? ['0', ''] : ['1', ...pieces]),
+          );
+        } finally {
+          if (frames !== undefined) journalEnds.answered(keys[0], frames.length, journalEnd(reply));
+        }
+        if (reply === 'ok' || reply === 'stale' || reply === 'missing') return reply;
+        if (journalEnd(reply) !== undefined) return 'ok';
+        throw new Error(`unexpected reply: ${String(reply)}`);
       });
     },
 
@@ -262,6 +273,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
+      journalEnds.forget(incarnationKey(opts.keyPrefix, sessionId, incarnationId));
       return run('closeIncarnation', async () => {
         await client.gwCloseIncarnation(incarnationKey(opts.keyPrefix, sessionId, incarnationId), channel(sessionId, incarnationId));
       });
@@ -400,12 +412,11 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   };
 }
 
-/**
- * The last two arguments of the record script: whether the batch journals, and the payloads framed
- * in one argument (one each would cost the client as much as the ids did, see record-events.ts).
- */
-function journalArguments(payloads: JournalFrames | undefined): [string, string | Buffer] {
-  return payloads === undefined ? ['0', ''] : ['1', payloads.frames];
+/** The journal's end in bytes that the record script answers after a batch it journaled ('ok <end>'). */
+function journalEnd(reply: unknown): number | undefined {
+  if (typeof reply !== 'string' || !reply.startsWith('ok ')) return undefined;
+  const end = Number(reply.slice(3));
+  return Number.isSafeInteger(end) && end >= 0 ? end : undefined;
 }
 
 /** A message of an incarnation's channel, as the scripts publish it. */

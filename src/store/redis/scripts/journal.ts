@@ -145,10 +145,12 @@ local function jbound(js, p)
   if q == nil then return 0 end
   return js.e - at - 4 * (js.h - math.max(q, p) + 1)
 end
--- Appends a batch: n frames from position first on. Copies through Lua cost about as much per
--- byte as receiving the batch did: the bytes that fill the open slice are joined with its
--- fragments, and the rest is cut straight from the argument.
-local function jappend(js, frames, first, n)
+-- Appends a batch: n frames from position first on, total bytes in pieces. Copies through Lua
+-- cost about as much per byte as receiving the batch did: pieces cut where the slices end (the
+-- first fills the open slice, the next are whole slices, the last is what follows) are stored as
+-- they came; otherwise the bytes that fill the open slice are joined with its fragments, and the
+-- rest is cut from them here.
+local function jappend(js, pieces, total, first, n)
   local count = entries(js)
   local mark = count == 0
   if not mark then
@@ -157,12 +159,17 @@ local function jappend(js, frames, first, n)
   end
   if mark then js.t = js.t .. struct.pack('>dd', first, js.e) end
   local have = js.e - js.k * SLICE
-  if have + #frames < SLICE then
+  local cut = #pieces > 1 and #pieces[1] == SLICE - have
+  for i = 2, #pieces do
+    if #pieces[i] > SLICE or (i < #pieces and #pieces[i] ~= SLICE) then cut = false end
+  end
+  local frames = (not cut) and (#pieces == 1 and pieces[1] or table.concat(pieces)) or nil
+  if have + total < SLICE then
     js.m = js.m + 1
     redis.call('HSET', KEYS[3], 'p' .. js.m, frames)
   else
     local at = SLICE - have + 1
-    local filled = string.sub(frames, 1, at - 1)
+    local filled = cut and pieces[1] or string.sub(frames, 1, at - 1)
     if js.m > 0 then
       local names = fragmentNames(js.m)
       local parts = redis.call('HMGET', KEYS[3], unpack(names))
@@ -172,18 +179,30 @@ local function jappend(js, frames, first, n)
     end
     redis.call('HSET', KEYS[3], tostring(js.k), filled)
     js.k = js.k + 1
-    while #frames - at + 1 >= SLICE do
-      redis.call('HSET', KEYS[3], tostring(js.k), string.sub(frames, at, at + SLICE - 1))
-      js.k, at = js.k + 1, at + SLICE
-    end
     js.m = 0
-    if at <= #frames then
-      js.m = 1
-      redis.call('HSET', KEYS[3], 'p1', string.sub(frames, at))
+    if cut then
+      for i = 2, #pieces do
+        if #pieces[i] == SLICE then
+          redis.call('HSET', KEYS[3], tostring(js.k), pieces[i])
+          js.k = js.k + 1
+        elseif #pieces[i] > 0 then
+          js.m = 1
+          redis.call('HSET', KEYS[3], 'p1', pieces[i])
+        end
+      end
+    else
+      while #frames - at + 1 >= SLICE do
+        redis.call('HSET', KEYS[3], tostring(js.k), string.sub(frames, at, at + SLICE - 1))
+        js.k, at = js.k + 1, at + SLICE
+      end
+      if at <= #frames then
+        js.m = 1
+        redis.call('HSET', KEYS[3], 'p1', string.sub(frames, at))
+      end
     end
   end
   js.cache = {}
-  js.e = js.e + #frames
+  js.e = js.e + total
   js.h = first + n - 1
 end
 -- Frees what no position from p on needs: the marks before p's, and the slices before it.

@@ -17,8 +17,13 @@ import { JOURNAL_LUA } from './journal.js';
  * pending (JSON) of the incarnation to create ('' each when create is '0'), then k, then k responded
  * ids (each as JSON), then n, then the n upstream ids ('' for null) joined by LF in one argument,
  * then: maxBytes (-1: no bound), pump instance ('' to leave the lease), pumpUntil, note channel,
- * payloads ('1' or '0'), and the n payloads framed in one argument (JournalFrames: each its length
- * and its bytes), which the script appends as they are, without reading them.
+ * payloads ('1' or '0'), and the n payloads framed (JournalFrames: each its length and its bytes)
+ * in one argument, or in several cut where the journal's slices end (journal-cut.ts), which the
+ * script appends as they are, without reading them. Answers 'ok <end>' when it journals: the
+ * journal's length in bytes after the batch, where the gateway cuts the next one.
+ *
+ * Every byte that becomes a Lua string costs the script about 1.3 ns (the collector's work grows
+ * with what is allocated): frames cut by the gateway are stored without a string cut from them.
  *
  * One argument for all the ids, not one each: a batch holds thousands of events when a replica
  * streams fast, and the client's cost per argument was most of the gateway's cost per event. An SSE
@@ -70,8 +75,15 @@ elseif n > 0 then
   end
 end
 if #ids ~= n then return redis.error_reply('upstream ids: expected ' .. n .. ', found ' .. #ids) end
-local frames = journaling and ARGV[18 + k] or ''
-if journaling and #frames < 4 * n then return redis.error_reply('payloads: expected ' .. n .. ' frames in ' .. #frames .. ' bytes') end
+-- The frames, in one argument or in pieces cut where the journal's slices end (jappend).
+local pieces, total = {}, 0
+if journaling then
+  for i = 18 + k, #ARGV do
+    pieces[#pieces + 1] = ARGV[i]
+    total = total + #ARGV[i]
+  end
+end
+if journaling and total < 4 * n then return redis.error_reply('payloads: expected ' .. n .. ' frames in ' .. total .. ' bytes') end
 
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
   create(KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[4])
@@ -94,6 +106,7 @@ if from ~= head + 1 then
     if from < journalFrom(head, base, m[6]) then return 'stale' end
     local js = jstate()
     local at = joffset(js, from)
+    local frames = table.concat(pieces)
     if jbytes(js, at, #frames) ~= frames then return 'stale' end
     -- The same bytes, and they end where position from + n - 1 ends.
     if from + n - 1 < head and joffset(js, from + n) ~= at + #frames then return 'stale' end
@@ -117,7 +130,7 @@ if journaling then
     js = jstate()
     js.h, unjournaled = head, head
   end
-  if n > 0 then jappend(js, frames, head + 1, n) end
+  if n > 0 then jappend(js, pieces, total, head + 1, n) end
 elseif n > 0 then
   -- Nothing up to the new head can be read from the journal any more; without it, none can be.
   redis.call('DEL', KEYS[3])
@@ -172,6 +185,8 @@ redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
 keepIndex(KEYS[4], ARGV[4])
 if journaling and n > 0 then redis.call('SPUBLISH', channel, 'head ' .. head) end
+-- Where the journal's bytes now end: where the gateway cuts the next batch's frames.
+if journaling then return 'ok ' .. string.format('%d', js.e) end
 return 'ok'
 `;
 
