@@ -29,6 +29,15 @@ export interface RedisServer {
 
 const START_ATTEMPTS = 3;
 
+/**
+ * The server's processes are killed by this helper's own teardown, registered before anything
+ * the test starts on the server. A process of restart() or up() with a teardown of its own would
+ * be killed first (tap runs teardowns last in, first out), before the gateways still using it
+ * close: a gateway closing against a dead store waits out shutdown.graceMs (10 s by default) for
+ * records it could not write. processes.ts still kills them when the run ends.
+ */
+const KILLED_BY_THE_HELPER: Teardown = { teardown: () => undefined };
+
 export async function startRedisServer(t: Teardown): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-redis-'));
   let port = 0;
@@ -39,7 +48,7 @@ export async function startRedisServer(t: Teardown): Promise<RedisServer> {
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--logfile', 'redis.log'];
     // No snapshots and no AOF: only restart({ keepData: true }) writes the dataset, on purpose.
     args.push('--save', '', '--appendonly', 'no');
-    server = await spawnRedis(t, { dir, port, logfile: 'redis.log', args });
+    server = await spawnRedis(KILLED_BY_THE_HELPER, { dir, port, logfile: 'redis.log', args });
     paused = false;
   }
 
