@@ -28,19 +28,22 @@ const HOLD_MS = 600_000;
 /** The journal keeps this many events of a stream: a cursor older than that is a gap (J5). */
 const WINDOW = 16;
 
-// Six cases, each with its own redis-server, replica and two gateway processes, and some waiting
-// out the owner's 409 retries (1 s each): on a loaded machine more than tap's 120 s for the file.
+// Six cases, each with two gateway processes of its own, and some waiting out the owner's 409
+// retries (1 s each): on a loaded machine more than tap's 120 s for the file.
 t.setTimeout(300_000);
 
+// One redis-server and one replica for the file: each case has sessions of its own on them (the
+// replica keeps one GET stream per session, the store its records per session) and its own
+// gateways, whose held streams, leases and counters go with them.
+const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1, { eventStore: false })]);
+
 async function fleet(t: Test) {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
   const settings = {
     store: { type: 'redis', url: redis.url },
     replicas: [{ id: replica!.id, url: replica!.url }],
     resumption: { journal: { holdMs: HOLD_MS, maxEvents: WINDOW } },
   };
-  const gateways = [await startGatewayProcess(t, settings), await startGatewayProcess(t, settings)];
+  const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   return { gateways, replica: replica! };
 }
 
