@@ -29,7 +29,7 @@
 import { isAscii, isUtf8 } from 'node:buffer';
 import type { CursorCodec, CursorIssuer } from '../cursor/codec.js';
 import { responseIds } from '../jsonrpc.js';
-import { JournalFrames, JournalFramesBuilder } from '../store/journal-frames.js';
+import { JournalFrames, JournalFramesBuilder, textOf } from '../store/journal-frames.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { scanCanonical, type CanonicalSpan } from './canonical.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
@@ -344,9 +344,9 @@ export class SseRewriter {
         draft.copy(start, end);
         continue;
       }
-      draft.upstreamIds.push(hasId ? decode(buf, ascii, idStart + ID_LINE_START.length, idEnd - 1) : null);
+      draft.upstreamIds.push(hasId ? textOf(buf, ascii, idStart + ID_LINE_START.length, idEnd - 1) : null);
       // J1: its bytes without the id line, as they are (the region is valid UTF-8).
-      if (journal) draft.journal.copied(start, idStart, idEnd, end);
+      if (journal) draft.journal.copied(start, idStart, idEnd, end, ascii);
       draft.copy(start, idStart);
       draft.cursor(draft.fromSeq + draft.upstreamIds.length - 1);
       draft.copy(idEnd, end);
@@ -429,20 +429,6 @@ const BLANK_LINE = Buffer.from('\n\n');
 /** `id: ` and its LF: an id line no longer than this carries an empty id. */
 const ID_LINE_EMPTY = 'id: \n'.length;
 const ID_LINE_START = 'id: ';
-
-/**
- * Buffer's own methods behind toString, without its argument handling, which costs as much as the
- * decoding for strings of an event's size (undici reads bodies with utf8Slice too).
- */
-interface RawBuffer extends Buffer {
-  latin1Slice(start: number, end: number): string;
-  utf8Slice(start: number, end: number): string;
-}
-
-/** buf[start, end) as text: Latin-1 is UTF-8 for ASCII, and quicker to decode. */
-function decode(buf: Buffer, ascii: boolean, start: number, end: number): string {
-  return ascii ? (buf as RawBuffer).latin1Slice(start, end) : (buf as RawBuffer).utf8Slice(start, end);
-}
 
 /** Where the block that `pos` is in ends (after its blank line), or the end of the chunk. */
 function blockEnd(buf: Buffer, pos: number): number {

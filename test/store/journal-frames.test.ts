@@ -28,10 +28,10 @@ t.test('ranges copied from a chunk, an id line cut out of the middle, beside tex
   const builder = new JournalFramesBuilder();
   const idStart = chunk.indexOf('id: 7');
   const idEnd = chunk.indexOf('data: ü');
-  builder.copied(0, idStart, idEnd, chunk.indexOf('id: 8'));
+  builder.copied(0, idStart, idEnd, chunk.indexOf('id: 8'), false);
   builder.text('data: parsed\n\n');
   const second = chunk.indexOf('data: two');
-  builder.copied(chunk.indexOf('id: 8'), chunk.indexOf('id: 8'), second, chunk.length);
+  builder.copied(chunk.indexOf('id: 8'), chunk.indexOf('id: 8'), second, chunk.length, false);
   t.equal(builder.length, 3);
   const frames = builder.build(chunk);
   t.same(frames.texts(), ['event: message\ndata: ü\n\n', 'data: parsed\n\n', 'data: two\n\n']);
@@ -45,4 +45,19 @@ t.test('batches joined are one batch, in order; nothing built is EMPTY', async (
   t.equal(new JournalFramesBuilder().build(Buffer.alloc(0)), JournalFrames.EMPTY);
   const one = JournalFrames.of(['x']);
   t.equal(JournalFrames.join([one]), one, 'one batch is itself');
+});
+
+t.test('payloads known to be ASCII are read as such; one other byte makes the batch UTF-8', async (t) => {
+  t.equal(JournalFrames.of(['data: a\n\n', 'data: b\n\n']).ascii, true);
+  t.equal(JournalFrames.of(['data: a\n\n', 'data: ü\n\n']).ascii, false, 'a text with a non-ASCII character');
+  t.equal(JournalFrames.of(['\ud83d']).ascii, false, 'a lone surrogate');
+  const chunk = Buffer.from('data: é\n\ndata: e\n\n');
+  const copied = () => {
+    const builder = new JournalFramesBuilder();
+    builder.copied(0, 0, 0, chunk.indexOf('data: e'), false);
+    return builder.build(chunk);
+  };
+  t.same(copied().texts(), ['data: é\n\n'], 'copied from a region that is not ASCII: decoded as UTF-8');
+  t.equal(JournalFrames.join([JournalFrames.of(['a']), JournalFrames.of(['ü'])]).ascii, false, 'joined: ASCII only if each is');
+  t.same(JournalFrames.join([JournalFrames.of(['a']), JournalFrames.of(['ü'])]).texts(), ['a', 'ü']);
 });
