@@ -98,6 +98,8 @@ t.test('two workers on one port: every request of a session reaches its owner, w
   const { gw } = await twoWorkers(t);
   const started = listening(gw);
   t.equal(started['workers'], 2, 'the primary says two workers listen');
+  // Each worker logs from its own process: its line may reach the output after the primary's.
+  await waitFor('both workers logged', bound(0), () => gw.logs.filter((l) => l['msg'] === 'worker listening').length >= 2);
   const instances = new Set(gw.logs.filter((l) => l['msg'] === 'worker listening').map((l) => l['instance']));
   t.equal(instances.size, 2, 'each worker is an instance of its own');
 
