@@ -148,8 +148,8 @@ end
 -- Appends a batch: n frames from position first on, total bytes in pieces. Copies through Lua
 -- cost about as much per byte as receiving the batch did: pieces cut where the slices end (the
 -- first fills the open slice, the next are whole slices, the last is what follows) are stored as
--- they came; otherwise the bytes that fill the open slice are joined with its fragments, and the
--- rest is cut from them here.
+-- they came, and any others are cut so here first; the first is joined with the open slice's
+-- fragments.
 local function jappend(js, pieces, total, first, n)
   local count = entries(js)
   local mark = count == 0
@@ -159,17 +159,23 @@ local function jappend(js, pieces, total, first, n)
   end
   if mark then js.t = js.t .. struct.pack('>dd', first, js.e) end
   local have = js.e - js.k * SLICE
-  local cut = #pieces > 1 and #pieces[1] == SLICE - have
-  for i = 2, #pieces do
-    if #pieces[i] > SLICE or (i < #pieces and #pieces[i] ~= SLICE) then cut = false end
-  end
-  local frames = (not cut) and (#pieces == 1 and pieces[1] or table.concat(pieces)) or nil
   if have + total < SLICE then
     js.m = js.m + 1
-    redis.call('HSET', KEYS[3], 'p' .. js.m, frames)
+    redis.call('HSET', KEYS[3], 'p' .. js.m, #pieces == 1 and pieces[1] or table.concat(pieces))
   else
-    local at = SLICE - have + 1
-    local filled = cut and pieces[1] or string.sub(frames, 1, at - 1)
+    local room = SLICE - have
+    local cut = #pieces > 1 and #pieces[1] == room
+    for i = 2, #pieces do
+      if #pieces[i] > SLICE or (i < #pieces and #pieces[i] ~= SLICE) then cut = false end
+    end
+    if not cut then
+      -- Not cut where this journal's slices end (one piece, or the gateway's guess was wrong):
+      -- cut here, the same way.
+      local frames = #pieces == 1 and pieces[1] or table.concat(pieces)
+      pieces = { string.sub(frames, 1, room) }
+      for at = room + 1, #frames, SLICE do pieces[#pieces + 1] = string.sub(frames, at, at + SLICE - 1) end
+    end
+    local filled = pieces[1]
     if js.m > 0 then
       local names = fragmentNames(js.m)
       local parts = redis.call('HMGET', KEYS[3], unpack(names))
@@ -180,24 +186,13 @@ local function jappend(js, pieces, total, first, n)
     redis.call('HSET', KEYS[3], tostring(js.k), filled)
     js.k = js.k + 1
     js.m = 0
-    if cut then
-      for i = 2, #pieces do
-        if #pieces[i] == SLICE then
-          redis.call('HSET', KEYS[3], tostring(js.k), pieces[i])
-          js.k = js.k + 1
-        elseif #pieces[i] > 0 then
-          js.m = 1
-          redis.call('HSET', KEYS[3], 'p1', pieces[i])
-        end
-      end
-    else
-      while #frames - at + 1 >= SLICE do
-        redis.call('HSET', KEYS[3], tostring(js.k), string.sub(frames, at, at + SLICE - 1))
-        js.k, at = js.k + 1, at + SLICE
-      end
-      if at <= #frames then
+    for i = 2, #pieces do
+      if #pieces[i] == SLICE then
+        redis.call('HSET', KEYS[3], tostring(js.k), pieces[i])
+        js.k = js.k + 1
+      elseif #pieces[i] > 0 then
         js.m = 1
-        redis.call('HSET', KEYS[3], 'p1', string.sub(frames, at))
+        redis.call('HSET', KEYS[3], 'p1', pieces[i])
       end
     end
   end
