@@ -237,6 +237,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
         const frames = payloads?.frames;
         const pieces = frames === undefined ? undefined : journalEnds.send(keys[0], frames);
         let reply: unknown;
+        let end: number | undefined;
         try {
           reply = await client.gwRecordEvents(
             ...keys,
@@ -256,11 +257,12 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
             channel(sessionId, incarnationId),
             ...(pieces === undefined ? ['0', ''] : ['1', ...pieces]),
           );
+          end = journalEnd(reply);
         } finally {
-          if (frames !== undefined) journalEnds.answered(keys[0], frames.length, journalEnd(reply));
+          if (frames !== undefined) journalEnds.answered(keys[0], frames.length, end);
         }
         if (reply === 'ok' || reply === 'stale' || reply === 'missing') return reply;
-        if (journalEnd(reply) !== undefined) return 'ok';
+        if (end !== undefined) return 'ok';
         throw new Error(`unexpected reply: ${String(reply)}`);
       });
     },
@@ -273,9 +275,10 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
-      journalEnds.forget(incarnationKey(opts.keyPrefix, sessionId, incarnationId));
+      const incKey = incarnationKey(opts.keyPrefix, sessionId, incarnationId);
+      journalEnds.forget(incKey);
       return run('closeIncarnation', async () => {
-        await client.gwCloseIncarnation(incarnationKey(opts.keyPrefix, sessionId, incarnationId), channel(sessionId, incarnationId));
+        await client.gwCloseIncarnation(incKey, channel(sessionId, incarnationId));
       });
     },
 

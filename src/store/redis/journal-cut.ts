@@ -25,9 +25,9 @@ export function cutFrames(frames: Buffer, end: number | undefined): Buffer[] {
 }
 
 interface Expected {
-  /** Where the journal will end once the batches sent land; undefined until an answer says. */
-  next: number | undefined;
-  /** Bytes sent and not answered yet. */
+  /** Where the journal ended after the last batch answered; undefined until an answer says. */
+  end: number | undefined;
+  /** Bytes sent since, not answered yet: the journal is expected to end at end + pending. */
   pending: number;
 }
 
@@ -49,13 +49,12 @@ export class JournalEnds {
 
   /** The pieces to send a batch's frames in; they count as sent until `answered`. */
   send(key: string, frames: Buffer): Buffer[] {
-    const expected = this.#expected.get(key) ?? { next: undefined, pending: 0 };
+    const expected = this.#expected.get(key) ?? { end: undefined, pending: 0 };
     // Written last: kept longest.
     this.#expected.delete(key);
     this.#expected.set(key, expected);
     if (this.#expected.size > this.#max) this.#expected.delete(this.#expected.keys().next().value!);
-    const pieces = cutFrames(frames, expected.next);
-    if (expected.next !== undefined) expected.next += frames.length;
+    const pieces = cutFrames(frames, expected.end === undefined ? undefined : expected.end + expected.pending);
     expected.pending += frames.length;
     return pieces;
   }
@@ -65,7 +64,7 @@ export class JournalEnds {
     const expected = this.#expected.get(key);
     if (expected === undefined) return;
     expected.pending -= bytes;
-    expected.next = end === undefined ? undefined : end + expected.pending;
+    expected.end = end;
   }
 
   forget(key: string): void {
