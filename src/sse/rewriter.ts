@@ -412,7 +412,7 @@ export class SseRewriter {
       fromSeq,
       upstreamIds,
       responded: draft.responded,
-      payloads: journal ? draft.journal.build(draft.chunk) : undefined,
+      payloads: journal ? draft.frames() : undefined,
       answers: draft.answers,
       head: this.#issued,
       checked: this.#checked,
@@ -470,7 +470,7 @@ class Draft {
   /** Once something is copied: the whole output as operations (COPY from to, CURSOR index, TEXTS from to). */
   readonly ops: number[] = [];
   /** The chunk being read: what COPY operations and copied payloads are ranges of. */
-  chunk: Buffer = EMPTY;
+  #chunk: Buffer = EMPTY;
   #textsFrom = 0;
 
   constructor(fromSeq: number) {
@@ -507,7 +507,12 @@ class Draft {
   }
 
   source(chunk: Buffer): void {
-    this.chunk = chunk;
+    this.#chunk = chunk;
+  }
+
+  /** J1: the events' bytes, framed. */
+  frames(): JournalFrames {
+    return this.journal.build(this.#chunk);
   }
 
   /** J1: a parsed event's payload, journaled: where number finds it. */
@@ -548,7 +553,7 @@ class Draft {
       }
     }
     const out = Buffer.allocUnsafe(size);
-    const chunk = this.chunk;
+    const chunk = this.#chunk;
     let at = 0;
     for (let i = 0; i < ops.length; i += 3) {
       const op = ops[i];
