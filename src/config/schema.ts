@@ -247,6 +247,11 @@ export const ConfigSchema = Type.Object(
               60_000,
               1000,
             ),
+            leaseMs: Millis(
+              "how long an instance's claim on a journaled stream lasts unless renewed (renewed every third of it): the claim of the instance that reads and journals it, so another instance takes a stream over at most this long after that one died, and the claim of a client attached through another instance, which keeps a held GET stream from being let go; shorter takes over sooner, at the cost of a store write per stream that often",
+              6000,
+              1000,
+            ),
             maxHeld: Type.Integer({
               minimum: 0,
               default: 1000,

@@ -25,7 +25,7 @@ import { isStoreError } from '../errors.js';
 import { responseIds } from '../jsonrpc.js';
 import { journaledData, journaledWithCursor } from '../sse/serializer.js';
 import type { JournalRead, JsonRpcId, Store } from '../store/types.js';
-import { TAIL_LEASE_MS, type Pumps } from '../streams/pumps.js';
+import type { Pumps } from '../streams/pumps.js';
 
 /** Events read from the journal at once: one store round trip each, bounded in memory. */
 export const JOURNAL_READ_EVENTS = 256;
@@ -51,6 +51,8 @@ export interface JournalContinuation {
    * the store did not answer, §7) before the continuation gives up: resumption.replayTimeoutMs.
    */
   lagMs: number;
+  /** The lease of a client attached by tailing, renewed every third of it: resumption.journal.leaseMs. */
+  leaseMs: number;
   res: ServerResponse;
 }
 
@@ -80,11 +82,11 @@ async function follow(c: JournalContinuation, sent: (seq: number) => void): Prom
   res.once('close', woken);
   const tailing = c.live && c.pumps.get(c.incarnation) === undefined;
   const unwatch = tailing ? store.watchJournal(c.sessionId, c.incarnation, woken) : undefined;
-  const touch = () => void store.touchTail(c.sessionId, c.incarnation, TAIL_LEASE_MS).catch(() => undefined);
+  const touch = () => void store.touchTail(c.sessionId, c.incarnation, c.leaseMs).catch(() => undefined);
   let tailLease: NodeJS.Timeout | undefined;
   if (tailing) {
     touch();
-    tailLease = setInterval(touch, TAIL_LEASE_MS / 3);
+    tailLease = setInterval(touch, c.leaseMs / 3);
     tailLease.unref();
   }
   const lagSince = performance.now();

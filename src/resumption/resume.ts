@@ -160,6 +160,7 @@ export function createResumption(kit: ResumeKit) {
       first,
       live: decision.live,
       lagMs: config.resumption.replayTimeoutMs,
+      leaseMs: config.resumption.journal.leaseMs,
       res,
     });
     if (end === 'caught_up' && !res.destroyed) {

@@ -17,13 +17,6 @@ import type { Metrics } from '../metrics.js';
 import type { IncarnationKind, Store } from '../store/types.js';
 import type { HoldOptions, SsePipe } from './pipe.js';
 
-/**
- * How long a pump's lease lasts unless renewed (each batch renews it, and an empty batch does
- * between events): another instance takes a stream over at most this long after its pump died.
- */
-export const PUMP_LEASE_MS = 6000;
-/** The lease of a client attached by tailing (touchTail), renewed a third of it before it ends. */
-export const TAIL_LEASE_MS = 6000;
 export interface Pump {
   readonly sessionId: string;
   readonly incarnation: string;

@@ -16,7 +16,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { OpenStreams } from './open.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './pipe.js';
-import { PUMP_LEASE_MS, type Pumps } from './pumps.js';
+import type { Pumps } from './pumps.js';
 import { SseRewriter, type CursorTarget } from '../sse/rewriter.js';
 import type { EventBatch, IncarnationKind, JsonRpcId, Store } from '../store/types.js';
 import type { UnrecordedRecords } from './unrecorded.js';
@@ -71,8 +71,8 @@ export class SseStreams {
 
   /** An incarnation written as attachment `attach`: journaled and pumped here when the journal is on. */
   attachment(sessionId: string, incarnation: string, owner: string, kind: IncarnationKind, attach: number): Attachment {
-    const journal = this.deps.config().resumption.journal.enabled;
-    return { sessionId, incarnation, owner, kind, attach, ...(journal ? { pump: { instanceId: this.deps.instanceId, leaseMs: PUMP_LEASE_MS } } : {}) };
+    const { enabled, leaseMs } = this.deps.config().resumption.journal;
+    return { sessionId, incarnation, owner, kind, attach, ...(enabled ? { pump: { instanceId: this.deps.instanceId, leaseMs } } : {}) };
   }
 
   /**
@@ -108,7 +108,7 @@ export class SseStreams {
           }
           return result;
         },
-        renew: (head) => records.renew(head, PUMP_LEASE_MS / 3),
+        renew: (head) => records.renew(head, (attachment.pump?.leaseMs ?? this.deps.config().resumption.journal.leaseMs) / 3),
       },
     };
   }
@@ -157,7 +157,7 @@ export class SseStreams {
     openStreams.add(stream, request.replica, attachment);
     const keepAlive = attachment ? this.#keepAlive(attachment) : undefined;
     let renewal: NodeJS.Timeout | undefined;
-    if (key) {
+    if (key && pumped?.pump) {
       pumps.add({ ...key, pipe: stream });
       // The lease says this instance still pumps: renewed between events, else another instance
       // would take the stream over (J3). A refusal says one did, or the stream is gone.
@@ -166,7 +166,7 @@ export class SseStreams {
           const result = await rewriter.renew().catch(() => 'ok' as const);
           if (result !== 'ok') stream.release('hold_released');
         });
-      }, PUMP_LEASE_MS / 3);
+      }, pumped.pump.leaseMs / 3);
       renewal.unref();
     }
     return stream.done.then((how) => {

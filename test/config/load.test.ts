@@ -40,7 +40,7 @@ t.test('a file with only replicas gets every default', async (t) => {
       unrecorded: { streamBytes: 1024 * 1024, totalBytes: 64 * 1024 * 1024 },
       recordedEvents: 1024,
       replayBufferBytes: 8 * 1024 * 1024,
-      journal: { enabled: true, maxEvents: 1000, maxBytes: 1024 * 1024, holdMs: 60_000, maxHeld: 1000 },
+      journal: { enabled: true, maxEvents: 1000, maxBytes: 1024 * 1024, holdMs: 60_000, leaseMs: 6000, maxHeld: 1000 },
     },
     cursor: {},
     security: {},

@@ -13,7 +13,13 @@ import { collectLogging, gatedFetch } from '../helpers/watch.js';
 
 async function twoInstances(t: Test) {
   const [redis, replicas] = await Promise.all([startRedisServer(t), spawnReplicas(t, 2)]);
-  const settings = { store: { type: 'redis', url: redis.url }, replicas: replicas.map((r) => ({ id: r.id, url: r.url })), log: { level: 'info' } };
+  // A shorter pump lease than the default: the crashed instance's stream is taken over sooner.
+  const settings = {
+    store: { type: 'redis', url: redis.url },
+    replicas: replicas.map((r) => ({ id: r.id, url: r.url })),
+    log: { level: 'info' },
+    resumption: { journal: { leaseMs: 3000 } },
+  };
   const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   const balancer = await startBalancer(t, gateways.map((g) => g.url));
   return { gateways, balancer };

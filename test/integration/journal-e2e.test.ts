@@ -56,7 +56,8 @@ async function fleet(t: Test, gateways: number, journal: Record<string, unknown>
   const settings = {
     store,
     replicas: replicas.map((r) => ({ id: r.id, url: r.url })),
-    resumption: { journal: { enabled: true, ...journal } },
+    // A shorter lease than the default: a dead instance's streams are taken over sooner.
+    resumption: { journal: { enabled: true, leaseMs: 3000, ...journal } },
   };
   const started = await Promise.all(Array.from({ length: gateways }, () => startGatewayProcess(t, settings)));
   const balancer = await startBalancer(t, started.map((g) => g.url));

@@ -16,9 +16,13 @@ import { spawnReplicas } from '../helpers/replicas.js';
 import { bound, waitFor } from '../helpers/wait.js';
 import { collectLogging, collectResets, Collected, gatedFetch } from '../helpers/watch.js';
 
+/** resumption.journal.leaseMs: half the default, still well above any pause of a live instance here. */
+const LEASE_MS = 3000;
+
 async function fleet(t: Test, eventStore = false) {
   const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1, { eventStore })]);
-  const settings = { store: { type: 'redis', url: redis.url }, replicas: [{ id: replica!.id, url: replica!.url }] };
+  // A shorter lease than the default: the other instance takes the dead one's streams over sooner.
+  const settings = { store: { type: 'redis', url: redis.url }, replicas: [{ id: replica!.id, url: replica!.url }], resumption: { journal: { leaseMs: LEASE_MS } } };
   const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   const balancer = await startBalancer(t, gateways.map((g) => `${g.url}`));
   return { gateways, balancer, replica: replica! };

@@ -10,6 +10,7 @@ import { startBalancer } from '../helpers/balancer.js';
 import { callText, connect } from '../helpers/client.js';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { post, rawSession, toolCallBody } from '../helpers/http.js';
+import type { Explanation } from '../../src/resumption/explain.js';
 import { rawStreams } from '../helpers/raw-sse.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
@@ -181,4 +182,33 @@ t.test('journal off: events without ids stay without, nothing is held, and the o
   await live.ended;
   t.equal(await metricValue(gateway.registry, 'mcp_gateway_journal_events_total'), 0, 'nothing journaled');
   t.equal(await metricValue(gateway.registry, 'mcp_gateway_held_streams'), 0, 'nothing held');
+});
+
+t.test('resumption.journal.leaseMs: the pump claims its stream that long, and renews the claim while the stream is idle', async (t) => {
+  const leaseMs = 1000;
+  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  const gateway = await startGateway(t, {
+    store: { type: 'memory' },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    resumption: { journal: { leaseMs } },
+  });
+  const sessionId = await rawSession(gateway.url);
+  const streams = rawStreams(t);
+  const live = await streams.open(gateway.url, sessionId);
+  const emitted = await post(gateway.url, toolCallBody('emit', { count: 1, intervalMs: 0 }), { 'mcp-session-id': sessionId });
+  await emitted.text();
+  const [event] = await live.events.until(1);
+  const explain = `${gateway.adminUrl}/debug/explain?cursor=${encodeURIComponent(event!.id!)}&session=${encodeURIComponent(sessionId)}`;
+  const claim = async () => {
+    const before = Date.now();
+    const e = (await (await fetch(explain)).json()) as Explanation;
+    const pump = e.incarnation?.record?.pump;
+    return { before, until: pump ? Date.parse(pump.until) : 0 };
+  };
+  const first = await claim();
+  t.ok(first.until > first.before - leaseMs / 3 && first.until <= first.before + leaseMs, `the claim ends within leaseMs (${first.until - first.before} ms ahead)`);
+  // No event comes now: only the renewals between events keep the claim ahead, a third of the lease at a time.
+  await waitFor('the claim renewed past two leases from the first', bound(5 * leaseMs), async () => (await claim()).until > first.until + 2 * leaseMs);
+  const later = await claim();
+  t.ok(later.until > later.before, 'and still ahead of now');
 });
