@@ -256,6 +256,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       // Records of events that left while the store was down: written now if it answers, within
       // what is left of the grace period; what is not becomes unknown_stream (§7).
       await unrecorded.settle(graceMs - (performance.now() - startedAt));
+      await agreement.withdraw();
       await admin.close();
       await store.close();
     },

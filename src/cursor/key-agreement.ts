@@ -13,7 +13,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/types.js';
 
-/** A fingerprint outlives a few missed ticks of its instance, and a stopped instance drops out. */
+/** A fingerprint outlives a few missed ticks of its instance; one that stopped without withdrawing it (a crash) drops out then. */
 const TICKS_ALIVE = 3;
 const MIN_ALIVE_MS = 10_000;
 
@@ -50,6 +50,17 @@ export class KeyAgreement {
     for (const id of this.#logged) if (!disagreeing.includes(id)) this.#logged.delete(id);
     this.#disagreeing = disagreeing;
     this.deps.metrics.cursorKeyMismatch.set(disagreeing.length);
+  }
+
+  /**
+   * At a graceful stop: this instance's fingerprint leaves the store now, so that the others stop
+   * counting it (a mismatch it caused clears at their next tick, not once its entry expires). A
+   * store that does not answer is logged; the entry then expires as after a crash.
+   */
+  async withdraw(): Promise<void> {
+    await this.deps.store.withdrawKeyFingerprint(this.instanceId).catch((err: unknown) => {
+      this.deps.logger.warn({ err }, 'could not withdraw the cursor key fingerprint from the store: the other instances count this one until it expires');
+    });
   }
 
   /** For /readyz: what is wrong without making the instance unready. */

@@ -465,6 +465,11 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       return alive;
     },
 
+    async withdrawKeyFingerprint(instanceId: string): Promise<void> {
+      assertOpen('withdrawKeyFingerprint');
+      fingerprints.delete(instanceId);
+    },
+
     async ping(): Promise<void> {
       assertOpen('ping');
     },

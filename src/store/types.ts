@@ -364,6 +364,12 @@ export interface Store {
   publishKeyFingerprint(instanceId: string, fingerprint: string, ttlMs: number): Promise<Record<string, string>>;
 
   /**
+   * Removes this instance's fingerprint at once (a graceful stop), rather than leaving it to expire:
+   * the others stop counting it at their next publish. Nothing when it has none.
+   */
+  withdrawKeyFingerprint(instanceId: string): Promise<void>;
+
+  /**
    * What the store holds of a session, for operators (admin endpoint, explain): its record, its
    * current GET, and its incarnations still recorded, newest first, at most `limit` (itself at
    * most INCARNATIONS_LISTED). Changes nothing: no TTL is extended.

@@ -974,6 +974,17 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(await other.publishKeyFingerprint('c', 'fc', LONG_TTL_MS), { a: 'fa2', c: 'fc' }, 'and stays out');
   });
 
+  test('withdrawKeyFingerprint: the instance drops out at once, for every instance; withdrawing none is nothing', async (t, h) => {
+    const other = await h.peer();
+    await h.store.publishKeyFingerprint('a', 'fa', LONG_TTL_MS);
+    t.same(await other.publishKeyFingerprint('b', 'fb', LONG_TTL_MS), { a: 'fa', b: 'fb' });
+    await other.withdrawKeyFingerprint('b');
+    t.same(await h.store.publishKeyFingerprint('a', 'fa', LONG_TTL_MS), { a: 'fa' }, 'the other gateway sees it gone before its TTL');
+    await h.store.withdrawKeyFingerprint('never-published');
+    await other.withdrawKeyFingerprint('b');
+    t.same(await other.publishKeyFingerprint('b', 'fb', LONG_TTL_MS), { a: 'fa', b: 'fb' }, 'and it may publish again');
+  });
+
   test('readSecret: the agreed secret, never offering one', async (t, h) => {
     t.equal(await h.store.readSecret(), null, 'none agreed yet');
     t.equal(await h.store.readSecret(), null, 'and reading agreed none');
@@ -1197,6 +1208,7 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['agreeSecret', () => store.agreeSecret('op-secret')],
     ['agreeGeneration', () => store.agreeGeneration('op-generation')],
     ['publishKeyFingerprint', () => store.publishKeyFingerprint('op-instance', 'op-fingerprint', LONG_TTL_MS)],
+    ['withdrawKeyFingerprint', () => store.withdrawKeyFingerprint('op-instance')],
     ['ping', () => store.ping()],
   ];
 }

@@ -393,6 +393,12 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
+    withdrawKeyFingerprint(instanceId: string): Promise<void> {
+      return run('withdrawKeyFingerprint', async () => {
+        await client.hdel(fingerprintsKey(opts.keyPrefix), instanceId);
+      });
+    },
+
     ping(): Promise<void> {
       return run('ping', async () => {
         await client.ping();
