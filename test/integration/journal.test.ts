@@ -199,14 +199,15 @@ t.test('resumption.journal.leaseMs: the pump claims its stream that long, and re
   await emitted.text();
   const [event] = await live.events.until(1);
   const explain = `${gateway.adminUrl}/debug/explain?cursor=${encodeURIComponent(event!.id!)}&session=${encodeURIComponent(sessionId)}`;
+  // The claim as read between `before` and `after`: written (now + leaseMs) at most then.
   const claim = async () => {
     const before = Date.now();
     const e = (await (await fetch(explain)).json()) as Explanation;
     const pump = e.incarnation?.record?.pump;
-    return { before, until: pump ? Date.parse(pump.until) : 0 };
+    return { before, after: Date.now(), until: pump ? Date.parse(pump.until) : 0 };
   };
   const first = await claim();
-  t.ok(first.until > first.before - leaseMs / 3 && first.until <= first.before + leaseMs, `the claim ends within leaseMs (${first.until - first.before} ms ahead)`);
+  t.ok(first.until > first.before - leaseMs / 3 && first.until <= first.after + leaseMs, `the claim ends within leaseMs (${first.until - first.before} ms ahead)`);
   // No event comes now: only the renewals between events keep the claim ahead, a third of the lease at a time.
   await waitFor('the claim renewed past two leases from the first', bound(5 * leaseMs), async () => (await claim()).until > first.until + 2 * leaseMs);
   const later = await claim();
