@@ -94,11 +94,12 @@ export class SseStreams {
     const codec = await this.deps.keys.codec();
     const records = this.deps.unrecorded.stream(attachment);
     const { journalEvents, journalBytes } = this.deps.metrics;
+    const { pump } = attachment;
     return {
       codec,
       sessionId: attachment.sessionId,
       incarnation: attachment.incarnation,
-      journal: attachment.pump !== undefined,
+      journal: pump !== undefined,
       sink: {
         record: async (fromSeq, upstreamIds, responded, payloads) => {
           const result = await records.record(fromSeq, upstreamIds, responded, this.deps.config().resumption.recordRetryMs, payloads);
@@ -108,7 +109,8 @@ export class SseStreams {
           }
           return result;
         },
-        renew: (head) => records.renew(head, (attachment.pump?.leaseMs ?? this.deps.config().resumption.journal.leaseMs) / 3),
+        // Only a pump holds a lease to renew (the rewriter answers 'ok' without one).
+        ...(pump ? { renew: (head: number) => records.renew(head, pump.leaseMs / 3) } : {}),
       },
     };
   }
