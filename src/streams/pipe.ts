@@ -93,12 +93,15 @@ export interface SsePipe extends Relay<PipeEnd> {
 
 /**
  * What is read ahead while a batch's records are written, at most (then the replica waits): the
- * replica's bytes and events of the next batch. As large as a fast replica sends in one round trip
- * to a loaded store, so that the next record is ready when the one in flight lands; small enough
- * that a stream's memory stays that of a few socket buffers, and that one record script does not
- * block the store for long (unrecorded.ts bounds a late write at 10,000 events).
+ * replica's bytes and events of the next batch. Only a replica that sends faster than the store
+ * records fills it. Large enough that a flooding stream's records are few (each costs a command,
+ * a socket write and a script call whatever it carries: 256 KiB gave a journaled stream 1.2 × the
+ * events/s of 64 KiB, and 1 MiB no more than 256 KiB; docs/performance.md); small enough that a
+ * stream's memory stays that of a few socket buffers, and that one record script does not block
+ * the store for long (about 1.5 ms for 256 KiB of small journaled events; unrecorded.ts bounds a
+ * late write at 10,000 events).
  */
-const READ_AHEAD = { bytes: 64 * 1024, events: 1024 };
+const READ_AHEAD = { bytes: 256 * 1024, events: 4096 };
 
 /**
  * Batches committed at once: the next batch's records go to the store while the reply for the one
