@@ -22,6 +22,8 @@ import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { runIfMain } from './lib/main.js';
+import { median } from './lib/stats.js';
+import { floodEvent } from './upstream.js';
 
 export interface RewriterBenchOptions {
   /** Events per pass. */
@@ -71,9 +73,7 @@ async function loadBuild(srcDir: string): Promise<Build> {
 /** The flood's events, as bench/upstream.ts writes them, in chunks. */
 export function floodChunks(events: number, chunk: number): Buffer[] {
   const parts: string[] = [];
-  for (let seq = 1; seq <= events; seq++) {
-    parts.push(`id: ${seq}\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq}}}}\n\n`);
-  }
+  for (let seq = 1; seq <= events; seq++) parts.push(floodEvent(seq));
   const all = Buffer.from(parts.join(''));
   const chunks: Buffer[] = [];
   for (let at = 0; at < all.length; at += chunk) chunks.push(all.subarray(at, at + chunk));
@@ -106,11 +106,6 @@ async function pass(build: Build, c: Case, chunks: readonly Buffer[], events: nu
   } finally {
     await store?.close();
   }
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
 export const CASES: readonly Case[] = [

@@ -68,6 +68,11 @@ async function post(req: IncomingMessage, res: ServerResponse): Promise<void> {
   json(res, 200, `{"jsonrpc":"2.0","id":${id},"result":${CALL_RESULT}}`);
 }
 
+/** The flood's event `seq`, as written: an id line and a JSON-RPC notification. */
+export function floodEvent(seq: number): string {
+  return `id: ${seq}\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq}}}}\n\n`;
+}
+
 function flood(res: ServerResponse): void {
   let seq = 0;
   const write = () => {
@@ -75,7 +80,7 @@ function flood(res: ServerResponse): void {
       let chunk = '';
       for (let i = 0; i < FLOOD_BATCH; i++) {
         seq++;
-        chunk += `id: ${seq}\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq}}}}\n\n`;
+        chunk += floodEvent(seq);
       }
       if (!res.write(chunk)) {
         res.once('drain', write);

@@ -4,6 +4,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FloodResult, IdleResult, ResumeResult, RpcResult } from '../load.js';
+import { median } from './stats.js';
 import type { LoadClient } from './client.js';
 import { treeCpuSeconds, treeRssBytes } from './procs.js';
 import { kindOf, REDIS_KINDS, startTarget, type ProxyOptions, type RedisServer, type Target, type TargetName, type Upstream } from './targets.js';
@@ -239,11 +240,6 @@ export function idleWorkload(ctx: Context, kinds: readonly TargetName[], upstrea
 export interface ResumeSettings {
   events: number;
   reps: number;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? Number.NaN : sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
 /** 4. A GET with Last-Event-ID on the demo SDK replica: time to the first and to every replayed event. */

@@ -98,7 +98,7 @@ export interface SsePipe extends Relay<PipeEnd> {
  * a socket write and a script call whatever it carries: 256 KiB gave a journaled stream 1.2 × the
  * events/s of 64 KiB, and 1 MiB no more than 256 KiB; docs/performance.md); small enough that a
  * stream's memory stays that of a few socket buffers, and that one record script does not block
- * the store for long (about 1.5 ms for 256 KiB of small journaled events; unrecorded.ts bounds a
+ * the store for long (about 1.3 ms for 256 KiB of the bench's journaled events; unrecorded.ts bounds a
  * late write at 10,000 events).
  */
 const READ_AHEAD = { bytes: 256 * 1024, events: 4096 };
