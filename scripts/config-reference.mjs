@@ -1,20 +1,24 @@
 #!/usr/bin/env node
 /**
- * The README's generated sections, from the compiled schema and error registry (run `npm run build`
+ * The generated sections of the docs, from the compiled schema and error registry (run `npm run build`
  * first). The logic lives in src/config/reference.ts, where it is typed and tested.
  *
- *   node scripts/config-reference.mjs                    print both sections, markers included
- *   node scripts/config-reference.mjs --write README.md  replace both sections in the file
+ *   node scripts/config-reference.mjs                       print every section, markers included
+ *   node scripts/config-reference.mjs --write FILE [...]    replace, in each FILE, the sections it holds
+ *
+ * `npm run docs` writes docs/configuration.md (the configuration reference) and docs/errors.md (the
+ * error codes). A file that holds no section's markers is an error: the section it was meant to hold
+ * has moved, or the file is not the one meant.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-const USAGE = 'usage: node scripts/config-reference.mjs [--write FILE]';
+const USAGE = 'usage: node scripts/config-reference.mjs [--write FILE]...';
 
 async function main() {
   let values;
   try {
-    ({ values } = parseArgs({ options: { write: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }));
+    ({ values } = parseArgs({ options: { write: { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' } } }));
   } catch (err) {
     process.stderr.write(`${err.message}\n${USAGE}\n`);
     return 2;
@@ -39,22 +43,35 @@ async function main() {
     return 0;
   }
 
-  const file = values.write;
-  let text;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    process.stderr.write(`${file}: cannot read: ${err.message}\n`);
-    return 1;
+  // Every file is read and checked before any is written: a bad one leaves them all as they were.
+  const updates = [];
+  for (const file of values.write) {
+    let text;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      process.stderr.write(`${file}: cannot read: ${err.message}\n`);
+      return 1;
+    }
+    // A section is the file's when either of its markers is there; replaceSection names the other if it is missing.
+    const held = names.filter((name) => text.includes(SECTIONS[name].start) || text.includes(SECTIONS[name].end));
+    if (held.length === 0) {
+      const markers = names.map((name) => SECTIONS[name].start).join(', ');
+      process.stderr.write(`${file}: holds no generated section (markers ${markers})\n`);
+      return 1;
+    }
+    try {
+      for (const name of held) text = replaceSection(text, name, generatedSection(name));
+    } catch (err) {
+      process.stderr.write(`${file}: ${err.message}\n`);
+      return 1;
+    }
+    updates.push({ file, text, held });
   }
-  try {
-    for (const name of names) text = replaceSection(text, name, generatedSection(name));
-  } catch (err) {
-    process.stderr.write(`${file}: ${err.message}\n`);
-    return 1;
+  for (const { file, text, held } of updates) {
+    writeFileSync(file, text);
+    process.stdout.write(`${file}: wrote ${held.join(', ')} section${held.length > 1 ? 's' : ''}\n`);
   }
-  writeFileSync(file, text);
-  process.stdout.write(`${file}: wrote ${names.join(', ')} sections\n`);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 /**
- * The README's generated sections: the configuration reference, one row per key path, from the
- * schema that validates the file; and the error codes, from the registry in errors.ts. Generated,
- * so that the documentation cannot drift from what the gateway accepts (test/config/reference.test.ts).
- * `node scripts/config-reference.mjs --write README.md` rewrites both sections.
+ * The generated sections of the docs: the configuration reference (docs/configuration.md), one row
+ * per key path, from the schema that validates the file; and the error codes (docs/errors.md), from
+ * the registry in errors.ts. Generated, so that the documentation cannot drift from what the
+ * gateway accepts (test/config/reference.test.ts). `npm run docs` rewrites both.
  */
 import { ERROR_CODES } from '../errors.js';
 import { ConfigSchema } from './schema.js';
@@ -33,7 +33,7 @@ export const SECTIONS = {
 export type SectionName = keyof typeof SECTIONS;
 
 const generated = (source: string) =>
-  `Generated from \`${source}\` by \`node scripts/config-reference.mjs --write README.md\` (after \`npm run build\`): edit the source, not this table.`;
+  `Generated from \`${source}\` by \`npm run docs\`: edit the source, not this table.`;
 
 /** One Markdown table row per leaf key (`store.commandTimeoutMs`, `replicas[].id`), and one per list of entries. */
 export function configReference(schema: unknown = ConfigSchema): string {
@@ -42,7 +42,7 @@ export function configReference(schema: unknown = ConfigSchema): string {
   return [generated('src/config/schema.ts'), '', '| Key | Type | Default | Description |', '|---|---|---|---|', ...rows].join('\n');
 }
 
-/** What the README's error table needs of a registry entry. */
+/** What the error codes' table needs of a registry entry. */
 export interface CodeRow {
   readonly meaning: string;
   readonly status?: number;

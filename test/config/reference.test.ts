@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -7,9 +7,10 @@ import { configReference, errorCodeReference, replaceSection, sectionOf, SECTION
 import { ERROR_CODES } from '../../src/errors.js';
 import { outputOf, spawnProcess, type Output } from '../helpers/processes.js';
 
-const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
+const CONFIGURATION = fileURLToPath(new URL('../../../docs/configuration.md', import.meta.url));
+const ERRORS = fileURLToPath(new URL('../../../docs/errors.md', import.meta.url));
 const SCRIPT = fileURLToPath(new URL('../../../scripts/config-reference.mjs', import.meta.url));
-const STALE = 'README.md is stale: run `npm run build && node scripts/config-reference.mjs --write README.md`';
+const STALE = 'docs/configuration.md or docs/errors.md is stale: run `npm run docs`';
 
 /** The key column of the reference's rows. */
 function keysOf(reference: string): string[] {
@@ -28,15 +29,15 @@ function leafPaths(value: unknown, prefix = ''): string[] {
   return [prefix];
 }
 
-t.test("README's configuration reference is the generated one", async (t) => {
-  const readme = readFileSync(README, 'utf8');
-  t.equal(replaceSection(readme, 'config', configReference()), readme, STALE);
+t.test("docs/configuration.md's reference is the generated one", async (t) => {
+  const page = readFileSync(CONFIGURATION, 'utf8');
+  t.equal(replaceSection(page, 'config', configReference()), page, STALE);
 });
 
-t.test("README's error codes are the generated ones, and list every code of ERROR_CODES", async (t) => {
-  const readme = readFileSync(README, 'utf8');
-  t.equal(replaceSection(readme, 'errors', errorCodeReference()), readme, STALE);
-  const section = sectionOf(readme, 'errors');
+t.test("docs/errors.md's codes are the generated ones, and list every code of ERROR_CODES", async (t) => {
+  const page = readFileSync(ERRORS, 'utf8');
+  t.equal(replaceSection(page, 'errors', errorCodeReference()), page, STALE);
+  const section = sectionOf(page, 'errors');
   for (const [code, { meaning }] of Object.entries(ERROR_CODES)) {
     t.ok(section.includes(`| \`${code}\` | `) && section.includes(` | ${meaning} |`), `${code} is documented`);
   }
@@ -85,26 +86,39 @@ function runScript(args: string[]): Promise<Output> {
   return outputOf(spawnProcess(process.execPath, [SCRIPT, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }).child);
 }
 
-t.test('scripts/config-reference.mjs prints and writes both sections', async (t) => {
+t.test('scripts/config-reference.mjs prints every section, and writes into each file the sections it holds', async (t) => {
   const { config, errors } = SECTIONS;
   const original = `# Title\n\nprose\n\n${config.start}\nold table\n${config.end}\n\nmore prose\n\n${errors.start}\n${errors.end}\n`;
-  const dir = t.testdir({ 'README.md': original, 'bare.md': '# no markers\n' });
+  const onlyConfig = `# Configuration\n\n${config.start}\nold\n${config.end}\n`;
+  const onlyErrors = `# Errors\n\n${errors.start}\n${errors.end}\ntail\n`;
+  const halfMarked = `# Half\n\n${errors.start}\nno end\n`;
+  const dir = t.testdir({ 'both.md': original, 'config.md': onlyConfig, 'errors.md': onlyErrors, 'bare.md': '# no markers\n', 'half.md': halfMarked });
 
   const printed = await runScript([]);
   t.equal(printed.code, 0);
   t.ok(printed.stdout.includes(`${config.start}\n${configReference()}\n${config.end}\n`));
   t.ok(printed.stdout.includes(`${errors.start}\n${errorCodeReference()}\n${errors.end}\n`));
 
-  const written = await runScript(['--write', join(dir, 'README.md')]);
+  const written = await runScript(['--write', join(dir, 'both.md')]);
   t.equal(written.code, 0, written.stderr);
   const expected = replaceSection(replaceSection(original, 'config', configReference()), 'errors', errorCodeReference());
-  t.equal(readFileSync(join(dir, 'README.md'), 'utf8'), expected);
+  t.equal(readFileSync(join(dir, 'both.md'), 'utf8'), expected);
   t.ok(expected.startsWith('# Title\n\nprose\n\n') && expected.includes('\n\nmore prose\n\n'), 'the prose around stays');
 
-  const bare = await runScript(['--write', join(dir, 'bare.md')]);
-  t.equal(bare.code, 1);
-  t.match(bare.stderr, `missing marker ${config.start}`);
+  const split = await runScript(['--write', join(dir, 'config.md'), '--write', join(dir, 'errors.md')]);
+  t.equal(split.code, 0, split.stderr);
+  t.equal(readFileSync(join(dir, 'config.md'), 'utf8'), replaceSection(onlyConfig, 'config', configReference()), 'a file with one section gets that one');
+  t.equal(readFileSync(join(dir, 'errors.md'), 'utf8'), replaceSection(onlyErrors, 'errors', errorCodeReference()));
+
+  for (const [name, message] of [['bare.md', 'holds no generated section'], ['half.md', `missing marker ${errors.end}`]] as const) {
+    writeFileSync(join(dir, 'config.md'), onlyConfig);
+    const refused = await runScript(['--write', join(dir, 'config.md'), '--write', join(dir, name)]);
+    t.equal(refused.code, 1, `${name} is refused`);
+    t.match(refused.stderr, message);
+    t.equal(readFileSync(join(dir, 'config.md'), 'utf8'), onlyConfig, `and, with ${name}, no other file is written either`);
+  }
   t.equal(readFileSync(join(dir, 'bare.md'), 'utf8'), '# no markers\n', 'a file without markers is left alone');
+  t.equal(readFileSync(join(dir, 'half.md'), 'utf8'), halfMarked);
 
   const bad = await runScript(['--bogus']);
   t.equal(bad.code, 2);

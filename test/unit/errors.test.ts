@@ -1,7 +1,7 @@
 /**
- * The code registry against the code base and the README, both ways: every code the README lists
+ * The code registry against the code base and docs/errors.md, both ways: every code the page lists
  * is raised somewhere in src/, and every GW_* code that src/ raises is in the registry (and so, by
- * test/config/reference.test.ts, in the README). And each answer is built as CONTRACT.md fixes it.
+ * test/config/reference.test.ts, on the page). And each answer is built as CONTRACT.md fixes it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,14 +38,14 @@ function raisedCodes(): Map<string, string[]> {
   return raised;
 }
 
-t.test('every code the README lists is raised in src/, and every code raised is listed', async (t) => {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const documented = [...sectionOf(readme, 'errors').matchAll(/^\| `(GW_[A-Z_]+)` \|/gm)].map((m) => m[1] as string);
+t.test('every code docs/errors.md lists is raised in src/, and every code raised is listed', async (t) => {
+  const page = readFileSync(join(ROOT, 'docs', 'errors.md'), 'utf8');
+  const documented = [...sectionOf(page, 'errors').matchAll(/^\| `(GW_[A-Z_]+)` \|/gm)].map((m) => m[1] as string);
   const raised = raisedCodes();
-  t.ok(documented.length > 0, 'the README lists codes');
+  t.ok(documented.length > 0, 'the page lists codes');
   for (const code of documented) t.ok(raised.has(code), `${code} is raised somewhere (${raised.get(code)?.join(', ') ?? 'nowhere'})`);
   for (const [code, where] of raised) t.ok(documented.includes(code), `${code}, raised in ${where.join(', ')}, is documented`);
-  t.strictSame(new Set(documented), new Set(Object.keys(ERROR_CODES)), 'the README and the registry hold the same codes');
+  t.strictSame(new Set(documented), new Set(Object.keys(ERROR_CODES)), 'the page and the registry hold the same codes');
 });
 
 t.test('an answer whose body CONTRACT.md fixes keeps it byte for byte; its code is in the header', async (t) => {
