@@ -2,7 +2,7 @@
  * Every code the gateway raises on purpose, in one registry, as fastify's `createError(code,
  * message, status)`: the errors it throws (configuration, store, cursor secret) and every answer a
  * client can get from the gateway itself, with its HTTP status, JSON-RPC code and message. Code
- * branches on `code`, never on message text. The README lists the same codes
+ * branches on `code`, never on message text. docs/errors.md lists the same codes
  * (test/config/reference.test.ts keeps them in step, and test/unit/errors.test.ts checks that each
  * is raised somewhere in src/ and that nothing raises a code the registry does not hold).
  *
@@ -14,7 +14,7 @@
  */
 
 interface Raised {
-  /** What the code means, for the README. */
+  /** What the code means, for the error codes' table (docs/errors.md). */
   readonly meaning: string;
 }
 

@@ -1,6 +1,7 @@
 /**
  * The configuration schema: one JSON schema (TypeBox) that validates the YAML file, fills in
- * defaults, gives the typed `Config`, and generates the README's configuration reference.
+ * defaults, gives the typed `Config`, and generates the configuration reference
+ * (docs/configuration.md).
  * The keys of CONTRACT.md §2 are fixed; the rest are the gateway's own.
  */
 import { Type, type Static } from '@sinclair/typebox';

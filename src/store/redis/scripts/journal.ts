@@ -1,5 +1,5 @@
 /**
- * The journal's layout in Redis (CONTRACT.md §8 J1, docs/journal.md "Layout"): Lua shared by the
+ * The journal's layout in Redis (CONTRACT.md §8 J1, docs/journal.md "Redis layout"): Lua shared by the
  * record script, which appends to it and trims it, and the scripts that read it.
  *
  * The journal of an incarnation is one hash (KEYS[3]). Its events are one byte stream: for each
