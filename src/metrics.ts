@@ -127,6 +127,10 @@ export function createMetrics(registry: Registry) {
       'Held GET streams let go with no client back, by reason: timeout (resumption.journal.holdMs passed), cap (over resumption.journal.maxHeld, the oldest), superseded (a newer GET of its session).',
       ['reason'],
     ),
+    heldTakeovers: counter(
+      'mcp_gateway_held_takeovers_total',
+      'Plain GETs (no Last-Event-ID) that took their session\'s held GET stream over (J2, J3): continued from the journal at the last position written to the client that left, instead of waiting for the replica to let the held stream go.',
+    ),
     continuations: counter(
       'mcp_gateway_continuations_total',
       'Resumptions continued, by source: journal (the gateway\'s own journal, then the live stream) or owner (the owner replica replayed from its log).',

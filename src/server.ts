@@ -82,8 +82,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics, instanceId: deps.instanceId });
-  const pumps = new Pumps({ config: () => config, store, metrics, logger });
-  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, instanceId: agreement.instanceId });
+  const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId });
+  const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, fleet, instanceId: agreement.instanceId });
   const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
   const answer = createAnswering({ config: () => config, requests });
   // What the admin listener's /debug endpoints read: the store as it stands, this instance's key

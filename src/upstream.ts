@@ -134,6 +134,11 @@ export function isRefused(err: unknown): boolean {
   return codesOf(err).includes('ECONNREFUSED');
 }
 
+/** The connection was cut under the request (a process being killed closes its connections so). */
+export function isReset(err: unknown): boolean {
+  return codesOf(err).some((code) => code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET');
+}
+
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 
 /** The connection failed before any byte of the request could reach the replica. */

@@ -23,6 +23,10 @@ interface ReplicaState {
   sessions: SessionTally;
 }
 
+/** confirmAlive: a probe cut under it is tried this often, this far apart (250 ms in all). */
+const CONFIRM_ATTEMPTS = 5;
+const CONFIRM_BACKOFF_MS = 50;
+
 export interface FleetOptions {
   config: Pick<Config, 'replicas' | 'balancer' | 'health' | 'sessions'>;
   store: Store;
@@ -136,6 +140,23 @@ export class Fleet {
   async reportRefused(id: string): Promise<void> {
     const replica = this.#replicas.get(id);
     if (replica && this.#observe(replica, { kind: 'refused' }, 'connection refused')) await this.#epochs.retire(replica.epoch);
+  }
+
+  /**
+   * A stream of this replica ended as a dying process's would (R4, J4): one probe tells at once
+   * whether anything still listens, so that the client's resumption, which follows at once, finds
+   * a dead owner gone rather than a stream that seems to live. A cut probe is tried again
+   * briefly: a killed process's connections may close before its listening socket does.
+   */
+  async confirmAlive(id: string): Promise<void> {
+    const replica = this.#replicas.get(id);
+    if (!replica) return;
+    for (let attempt = 1; ; attempt++) {
+      const result = await this.#prober.probe(replica.config, this.#config.health);
+      if (result.refused) return this.reportRefused(id);
+      if (!result.reset || attempt >= CONFIRM_ATTEMPTS) return;
+      await new Promise((resolve) => setTimeout(resolve, CONFIRM_BACKOFF_MS));
+    }
   }
 
   start(): void {

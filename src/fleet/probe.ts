@@ -1,6 +1,7 @@
 /** Health probes: one GET to a replica, on its own connection pool, bounded by the probe timeout. */
 import { Agent, request } from 'undici';
 import type { Config, ReplicaConfig } from '../config/schema.js';
+import { isRefused, isReset } from '../upstream.js';
 
 export interface ProbeResult {
   ok: boolean;
@@ -8,6 +9,10 @@ export interface ProbeResult {
   why: string;
   /** The process identity the replica answered with (health.instanceHeader), if any. */
   instance: string | undefined;
+  /** The connection was refused: nothing listens there. */
+  refused: boolean;
+  /** The connection was cut before an answer (a process that is being killed, say). */
+  reset: boolean;
 }
 
 export class Prober {
@@ -37,9 +42,11 @@ export class Prober {
         // with a bare GET included): said so, not as if the status were a fault.
         why: ok ? `alive (probe answered ${response.statusCode})` : `probe answered ${response.statusCode}, expected ${expectStatus.join(' or ')}`,
         instance: Array.isArray(header) ? header[0] : header,
+        refused: false,
+        reset: false,
       };
     } catch (err) {
-      return { ok: false, why: `probe failed: ${probeFailure(err)}`, instance: undefined };
+      return { ok: false, why: `probe failed: ${probeFailure(err)}`, instance: undefined, refused: isRefused(err), reset: isReset(err) };
     }
   }
 

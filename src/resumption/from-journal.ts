@@ -155,6 +155,9 @@ async function follow(c: JournalContinuation, sent: (seq: number) => void): Prom
     res.off('close', woken);
     unwatch?.();
     clearInterval(tailLease);
+    // The pump's hold runs holdMs from now, and a plain GET that takes the stream over next
+    // starts after what this client was written (streams/held-get.ts).
+    if (tailing) void store.endTail(c.sessionId, c.incarnation, last).catch(() => undefined);
   }
 }
 

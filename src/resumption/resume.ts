@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
 import type { CursorCodec } from '../cursor/codec.js';
-import type { JournalRead, JsonRpcId, SessionRecord, Store } from '../store/types.js';
+import type { IncarnationRecord, JournalRead, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import { askOwner } from '../streams/held-get.js';
 import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
@@ -100,8 +100,36 @@ export function createResumption(kit: ResumeKit) {
     }
   }
 
+  /**
+   * A plain GET that takes its session's held GET stream over (streams/held-get.ts): the journal's
+   * events after the last position written to the client that left, then the live stream, as a
+   * continuation from the journal (J3) is, but answered as the fresh stream the client asked for.
+   * Decided as a resumption from that position where it cannot go on (the window moved past it:
+   * a gap, signalled; the pump gone: what follows is decided anew).
+   */
+  function takeOver(request: FastifyRequest, reply: FastifyReply, session: SessionRecord, record: IncarnationRecord): Promise<unknown> {
+    const seq = record.clientSeq;
+    const facts: ResumptionFacts = {
+      session,
+      ownerGone: false,
+      ownerHealth: fleet.health(session.owner),
+      cursor: { kind: 'ok', fields: { incarnation: record.id, seq } },
+      view: { record, currentGet: record.id, after: [], at: undefined },
+      journal: true,
+      now: Date.now(),
+    };
+    return fromJournal(request, reply, facts, { kind: 'journal', session, record, seq, live: true }, '', 'take_over');
+  }
+
   /** J3, J4: the journal's events after the cursor, then the live stream while the pump lives. */
-  async function fromJournal(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decision: FromJournal, lastEventId: string): Promise<unknown> {
+  async function fromJournal(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    facts: ResumptionFacts,
+    decision: FromJournal,
+    lastEventId: string,
+    as: 'resumption' | 'take_over' = 'resumption',
+  ): Promise<unknown> {
     const { session, record, seq } = decision;
     let codec;
     let first;
@@ -121,8 +149,12 @@ export function createResumption(kit: ResumeKit) {
     }
     const res = reply.raw;
     if (!res.headersSent) {
-      metrics.continuations.inc({ source: 'journal' });
-      requests.resumption(request, 'continued', NO_REASON);
+      if (as === 'take_over') {
+        metrics.heldTakeovers.inc();
+      } else {
+        metrics.continuations.inc({ source: 'journal' });
+        requests.resumption(request, 'continued', NO_REASON);
+      }
       requests.answered(request, { status: 200, replica: NO_REPLICA });
       reply.hijack();
       res.writeHead(200, {
@@ -130,7 +162,7 @@ export function createResumption(kit: ResumeKit) {
         'cache-control': 'no-cache',
         'x-accel-buffering': 'no',
         [SESSION_HEADER]: session.sessionId,
-        [RESUMPTION_HEADER]: 'continued',
+        ...(as === 'take_over' ? {} : { [RESUMPTION_HEADER]: 'continued' }),
       });
       res.flushHeaders();
     }
@@ -399,8 +431,8 @@ export function createResumption(kit: ResumeKit) {
         return undefined;
       }
     };
-    const asked = await askOwner(store, session.sessionId, ask, () => !res.destroyed);
-    if (asked === undefined) return undefined;
+    const asked = await askOwner({ store, sessionId: session.sessionId, ask, retry: () => !res.destroyed });
+    if (asked === undefined || 'takeOver' in asked) return undefined;
     const { response } = asked;
     if (response.statusCode === 200 && isEventStream(response)) return asked;
     await response.body.dump().catch(() => undefined);
@@ -456,5 +488,5 @@ export function createResumption(kit: ResumeKit) {
     return followJournal(request, reply, facts, journal, lastEventId, codec, first);
   }
 
-  return resume;
+  return { resume, takeOver };
 }

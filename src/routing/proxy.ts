@@ -27,11 +27,7 @@ export function createProxy(deps: ProxyDeps) {
   const { send, loseSession } = forwarder;
   const respond = createRespond(deps);
   const newSession = createNewSession(deps, forwarder, respond);
-  const existingSession = createSessionRequests(deps, forwarder, respond);
-  const tasks = createTaskRequests(deps, forwarder, respond, newSession);
-  const legacySse = createLegacySse(deps, newSession, existingSession);
-
-  const resume = createResumption({
+  const { resume, takeOver } = createResumption({
     config: deps.config,
     store,
     fleet,
@@ -46,6 +42,9 @@ export function createProxy(deps: ProxyDeps) {
     answer,
     loseSession,
   });
+  const existingSession = createSessionRequests(deps, forwarder, respond, takeOver);
+  const tasks = createTaskRequests(deps, forwarder, respond, newSession);
+  const legacySse = createLegacySse(deps, newSession, existingSession);
 
 
   const cache = createResultCache(() => deps.config().cache);

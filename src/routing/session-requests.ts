@@ -7,14 +7,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
 import { sessionTarget } from '../eras/legacy-sse.js';
-import type { SessionRecord } from '../store/types.js';
-import { askOwner } from '../streams/held-get.js';
+import type { IncarnationRecord, SessionRecord } from '../store/types.js';
+import { askOwner, planPlainGet } from '../streams/held-get.js';
 import type { UpstreamAbort } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';
 
-export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
+/** A plain GET taking its session's held GET stream over (resumption/resume.ts). */
+export type TakeOver = (request: FastifyRequest, reply: FastifyReply, session: SessionRecord, record: IncarnationRecord) => Promise<unknown>;
+
+export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, respond: Respond, takeOver: TakeOver) {
   const { store, fleet, bindings, logger, answer } = deps;
   const { sendToOwner, reportStatus, loseSession } = forwarder;
 
@@ -56,12 +59,15 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
     // Never retried elsewhere: the session lives on its owner only (R1, R2).
     const ask = (abort: UpstreamAbort) => sendToOwner(request, reply, attempt, abort, refused);
     // E4 with the journal: the session's GET stream may be held open with no client (J2), and the
-    // replica has one GET stream per session (the SDK's server answers a second one 409). The owner
-    // is asked first, a held stream let go on its 409 (held-get.ts), and only a stream that opened
-    // supersedes the session's GET stream (respond.ts): a refused one leaves a live one resumable.
-    const journaledGet = request.method === 'GET' && config.resumption.journal.enabled;
-    const asked = await askOwner(store, sessionId, ask, () => journaledGet && !reply.raw.destroyed);
+    // replica has one GET stream per session (the SDK's server answers a second one 409). A held
+    // one is taken over by this GET (held-get.ts); otherwise the owner is asked, and only a stream
+    // that opened supersedes the session's GET stream (respond.ts): a refused one leaves a live
+    // one resumable.
+    const journaledGet = request.method === 'GET' && config.resumption.journal.enabled && forwarding.legacySse !== true;
+    const plan = journaledGet ? async () => planPlainGet(await store.readCurrentGet(sessionId), record.owner, Date.now()) : undefined;
+    const asked = await askOwner({ store, sessionId, ask, retry: () => journaledGet && !reply.raw.destroyed, ...(plan ? { plan } : {}) });
     if (asked === undefined) return;
+    if ('takeOver' in asked) return takeOver(request, reply, record, asked.takeOver);
     const { response, abort } = asked;
     reportStatus(record.owner, response.statusCode);
     fleet.sessionSeen(record.owner, sessionId);

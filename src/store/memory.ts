@@ -64,6 +64,8 @@ interface IncarnationEntry {
   pump: string;
   pumpUntil: number;
   tailUntil: number;
+  held: boolean;
+  clientSeq: number;
   expiresAt: number;
 }
 
@@ -153,6 +155,8 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       pump: '',
       pumpUntil: 0,
       tailUntil: 0,
+      held: false,
+      clientSeq: 0,
       expiresAt: now() + ttlMs,
     };
     incarnations.set(incarnationKey(sessionId, incarnationId), entry);
@@ -283,7 +287,11 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       if (liveIncarnation(sessionId, id) !== undefined) {
         throw new StoreError('openIncarnation', { cause: new Error(`incarnation ${id} is already recorded`) });
       }
-      createIncarnation(sessionId, id, incarnation, ttlMs);
+      const entry = createIncarnation(sessionId, id, incarnation, ttlMs);
+      if (incarnation.pump) {
+        entry.pump = incarnation.pump.instanceId;
+        entry.pumpUntil = now() + incarnation.pump.leaseMs;
+      }
       if (incarnation.supersede) {
         const session = live(sessionId);
         if (session !== undefined) {
@@ -408,6 +416,30 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       if (entry === undefined || entry.pump !== instanceId) return;
       entry.pump = '';
       entry.pumpUntil = 0;
+      entry.held = false;
+    },
+
+    async setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined): Promise<void> {
+      assertOpen('setHeld');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined || entry.pump !== instanceId) return;
+      entry.held = clientSeq !== undefined;
+      if (clientSeq !== undefined) entry.clientSeq = clientSeq;
+    },
+
+    async endTail(sessionId: string, incarnationId: string, clientSeq: number): Promise<void> {
+      assertOpen('endTail');
+      const entry = liveIncarnation(sessionId, incarnationId);
+      if (entry === undefined) return;
+      entry.tailUntil = Math.min(entry.tailUntil, now());
+      entry.clientSeq = Math.max(entry.clientSeq, clientSeq);
+    },
+
+    async readCurrentGet(sessionId: string): Promise<IncarnationRecord | null> {
+      assertOpen('readCurrentGet');
+      const current = live(sessionId)?.getInc;
+      const entry = current === undefined ? undefined : liveIncarnation(sessionId, current);
+      return current === undefined || entry === undefined ? null : toRecord(current, entry);
     },
 
     async touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void> {
@@ -555,6 +587,8 @@ function toRecord(id: string, entry: IncarnationEntry): IncarnationRecord {
     pump: entry.pump,
     pumpUntil: entry.pumpUntil,
     tailUntil: entry.tailUntil,
+    held: entry.held,
+    clientSeq: entry.clientSeq,
     journaled: entry.unjournaled < Math.max(entry.base, 1),
   });
 }

@@ -83,6 +83,16 @@ export interface IncarnationRecord {
   /** J3: until when (ms since the epoch) some instance has a client attached by tailing; 0 none. */
   readonly tailUntil: number;
   /**
+   * J2: true while the pump holds the stream with no client attached to it in its process (set by
+   * the pump through setHeld; cleared when a client attaches there, or with the pump's lease).
+   */
+  readonly held: boolean;
+  /**
+   * The last position written to a client of this stream, as its pump (setHeld) or a tailing
+   * instance (endTail) last told: where a client that takes the held stream over starts. 0 before any.
+   */
+  readonly clientSeq: number;
+  /**
    * J1: true when every event position base..head has its journaled bytes (position 0 is no
    * event). False once a batch without payloads was recorded, until its positions are trimmed.
    */
@@ -98,6 +108,11 @@ export interface NewIncarnation {
   readonly pending?: readonly JsonRpcId[];
   /** E4: a GET opened without Last-Event-ID supersedes the session's earlier GET incarnations. */
   readonly supersede: boolean;
+  /**
+   * J2/J3: the instance that will pump the stream, its lease set from the start (as a batch with
+   * `pump` sets it), so that a stream that carries no event yet is known pumped too.
+   */
+  readonly pump?: { readonly instanceId: string; readonly leaseMs: number };
 }
 
 export interface EventBatch {
@@ -344,7 +359,23 @@ export interface Store {
    */
   releaseHeldGet(sessionId: string): Promise<HeldGetRelease>;
 
-  /** J3: the pump gives up its lease (hold ended, stream ended); only when `instanceId` holds it. */
+  /**
+   * J2: the pump tells whether it holds the stream with no client attached (`clientSeq`: the last
+   * position written to the client that left) or has a client again (undefined). Only when
+   * `instanceId` holds the pump's lease; unknown incarnations are ignored.
+   */
+  setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined): Promise<void>;
+
+  /**
+   * J3: a client attached by tailing left, having been written up to `clientSeq`: its tail lease
+   * ends now (tailUntil no later than now) and clientSeq rises to it. Unknown ones are ignored.
+   */
+  endTail(sessionId: string, incarnationId: string, clientSeq: number): Promise<void>;
+
+  /** The session's current GET incarnation (E4) as it stands; null when it has none or it is not recorded. */
+  readCurrentGet(sessionId: string): Promise<IncarnationRecord | null>;
+
+  /** J3: the pump gives up its lease (hold ended, stream ended), and the stream is no longer held; only when `instanceId` holds it. */
   releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void>;
 
   /** Extends an open stream's incarnation, so that it lives as long as its session. */

@@ -67,6 +67,12 @@ export interface SsePipeOptions {
   verify?: { timeoutMs: number; maxBytes: number; onFailed: (why: VerifyFailure) => void };
   /** J2: hold the stream when its client goes away, once it has begun. */
   hold?: HoldOptions;
+  /**
+   * The replica's stream ended (or failed) after the client's began: awaited before the client's
+   * response ends, so that what the client does next (a resumption, at once) finds the store and
+   * the fleet knowing it. Must not reject.
+   */
+  beforeEnd?: (how: 'upstream_end' | 'upstream_error') => Promise<void>;
 }
 
 export interface SsePipe extends Relay<PipeEnd> {
@@ -258,12 +264,14 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       if (channel.settled) return;
       const last = rewriter.end();
       if (!started) return fail(last.end ?? 'upstream_end');
+      if (last.end === undefined) await options.beforeEnd?.('upstream_end');
       channel.settle(last.end ?? 'upstream_end');
     },
     error: async () => {
       await sent();
-      if (started) channel.settle('upstream_error');
-      else fail('upstream_error');
+      if (!started) return fail('upstream_error');
+      await options.beforeEnd?.('upstream_error');
+      channel.settle('upstream_error');
     },
     close: clientGone,
   });

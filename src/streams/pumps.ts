@@ -36,6 +36,8 @@ export interface PumpsDeps {
   store: Store;
   metrics: Metrics;
   logger: Logger;
+  /** This gateway instance, as a pump's lease names it. */
+  instanceId: string;
 }
 
 export class Pumps {
@@ -63,11 +65,15 @@ export class Pumps {
       untilAnswered: key.kind === 'post',
       onHeld: () => {
         const pump = this.#pumps.get(key.incarnation);
-        if (pump) this.#onHeld(pump);
+        if (!pump) return;
+        this.#tellHeld(pump, pump.pipe.delivered);
+        this.#onHeld(pump);
       },
       onAttached: () => {
         const pump = this.#pumps.get(key.incarnation);
-        if (pump) this.#unhold(pump);
+        if (!pump) return;
+        this.#tellHeld(pump, undefined);
+        this.#unhold(pump);
       },
     };
   }
@@ -79,6 +85,16 @@ export class Pumps {
       this.#unhold(pump);
       if (this.#pumps.get(pump.incarnation) === pump) this.#pumps.delete(pump.incarnation);
     });
+  }
+
+  /**
+   * A held GET stream is taken over by the session's next plain GET, through any instance
+   * (held-get.ts): the store says it is held, and from which position its next client starts.
+   * A lost write only costs that GET the owner's answer (a 409 while this stream is open).
+   */
+  #tellHeld(pump: Pump, clientSeq: number | undefined): void {
+    if (pump.kind !== 'get') return;
+    this.#deps.store.setHeld(pump.sessionId, pump.incarnation, this.#deps.instanceId, clientSeq).catch(() => undefined);
   }
 
   #onHeld(pump: Pump): void {

@@ -10,13 +10,14 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config/schema.js';
+import type { Fleet } from '../fleet/index.js';
 import { newIncarnationId } from '../cursor/codec.js';
 import type { CursorKeys } from '../cursor/keys.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { OpenStreams } from './open.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './pipe.js';
-import type { Pumps } from './pumps.js';
+import type { Pump, Pumps } from './pumps.js';
 import { SseRewriter, type CursorTarget } from '../sse/rewriter.js';
 import type { EventBatch, IncarnationKind, JsonRpcId, Store } from '../store/types.js';
 import type { UnrecordedRecords } from './unrecorded.js';
@@ -30,6 +31,7 @@ export interface StreamDeps {
   openStreams: OpenStreams;
   unrecorded: UnrecordedRecords;
   pumps: Pumps;
+  fleet: Pick<Fleet, 'confirmAlive'>;
   /** This gateway instance, as a pump's lease names it. */
   instanceId: string;
 }
@@ -65,8 +67,10 @@ export class SseStreams {
   async openIncarnation(sessionId: string, owner: string, kind: IncarnationKind, options: { supersede: boolean }): Promise<Attachment> {
     const incarnation = newIncarnationId();
     const { idleTtlMs } = this.deps.config().sessions;
-    await this.deps.store.openIncarnation({ id: incarnation, sessionId, owner, kind, pending: [], supersede: options.supersede }, idleTtlMs);
-    return this.attachment(sessionId, incarnation, owner, kind, 1);
+    const attachment = this.attachment(sessionId, incarnation, owner, kind, 1);
+    const { pump } = attachment;
+    await this.deps.store.openIncarnation({ id: incarnation, sessionId, owner, kind, pending: [], supersede: options.supersede, ...(pump ? { pump } : {}) }, idleTtlMs);
+    return attachment;
   }
 
   /** An incarnation written as attachment `attach`: journaled and pumped here when the journal is on. */
@@ -155,6 +159,7 @@ export class SseStreams {
       onEvents: (n) => events.inc(n),
       ...(request.verify ? { verify: request.verify } : {}),
       ...(key ? { hold: pumps.holdOptions(key) } : {}),
+      ...(key ? { beforeEnd: (how) => this.#ended(key, request.replica, rewriter, how) } : {}),
     });
     openStreams.add(stream, request.replica, attachment);
     const keepAlive = attachment ? this.#keepAlive(attachment) : undefined;
@@ -183,6 +188,18 @@ export class SseStreams {
       }
       return how;
     });
+  }
+
+  /**
+   * A pumped stream's replica stream ended: the pump's lease goes before the client's response
+   * ends, so that the client's resumption never reads a stream whose replica stream is over as
+   * live (J3). An end no live replica gives (a GET stream's, a POST stream's with calls still
+   * awaited, a cut) is checked first: an owner found dead is gone (R4, J4) before the client hears.
+   */
+  async #ended(key: Omit<Pump, 'pipe'>, replica: string, rewriter: SseRewriter, how: 'upstream_end' | 'upstream_error'): Promise<void> {
+    const suspicious = how === 'upstream_error' || key.kind === 'get' || !rewriter.answered;
+    if (suspicious) await this.deps.fleet.confirmAlive(replica).catch(() => undefined);
+    await this.deps.store.releasePump(key.sessionId, key.incarnation, this.deps.instanceId).catch(() => undefined);
   }
 
   /** An open stream is activity: its session and incarnation must not expire under it. */

@@ -340,7 +340,10 @@ export class StreamRecords {
    */
   async renew(head: number, idleMs: number): Promise<RecordResult> {
     const { pump } = this.#target;
-    if (this.#stopped || pump === undefined || head === 0 || this.pending || this.#all.down || this.#all.closed) return 'ok';
+    // A lazily recorded stream has no record to renew before its first batch; one opened before
+    // its first event (a GET) has, and an idle one must keep its lease as much as a busy one.
+    const unrecorded = head === 0 && this.#target.create !== undefined;
+    if (this.#stopped || pump === undefined || unrecorded || this.pending || this.#all.down || this.#all.closed) return 'ok';
     // A batch written lately renewed it.
     if (performance.now() - this.#lastWrite < idleMs) return 'ok';
     const batch: EventBatch = { attach: this.#target.attach, fromSeq: head + 1, upstreamIds: [], responded: [], payloads: JournalFrames.EMPTY, pump };

@@ -1,6 +1,8 @@
 /**
  * A minimal MCP-shaped upstream whose SSE stream the test drives event by event: initialize gets a
- * session id, a GET opens a stream on which `emit` writes exactly when the test says so.
+ * session id, a GET opens a stream on which `emit` writes exactly when the test says so. As the
+ * SDK's server does by default, a GET while the session's GET stream is open is answered 409; a
+ * test that needs a replica serving several at once asks for it (`secondGet: 'concurrent'`).
  */
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
@@ -20,9 +22,15 @@ export interface ScriptedUpstream {
   nextStream(): Promise<ScriptedStream>;
 }
 
-export async function startScriptedUpstream(t: Teardown, sessionId = 'scripted-session'): Promise<ScriptedUpstream> {
+export interface ScriptedOptions {
+  /** A GET while one is open: '409' as the SDK's server (the default), or another stream. */
+  readonly secondGet?: '409' | 'concurrent';
+}
+
+export async function startScriptedUpstream(t: Teardown, sessionId = 'scripted-session', options: ScriptedOptions = {}): Promise<ScriptedUpstream> {
   const waiting: ((s: ScriptedStream) => void)[] = [];
   const ready: ScriptedStream[] = [];
+  let open = 0;
   const server = createServer((req, res) => {
     if (req.method === 'POST') {
       req.resume();
@@ -35,6 +43,13 @@ export async function startScriptedUpstream(t: Teardown, sessionId = 'scripted-s
       res.writeHead(400, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request"}}');
       return;
     }
+    if (open > 0 && options.secondGet !== 'concurrent') {
+      res.writeHead(409, { 'content-type': 'application/json' });
+      res.end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Conflict: Only one SSE stream is allowed per session"}}');
+      return;
+    }
+    open++;
+    res.once('close', () => open--);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     res.flushHeaders();
     const stream = scripted(res);

@@ -4,8 +4,9 @@
  * one redis-server, the real SDK client behind a balancer that cuts.
  *
  * A GET stream held with no client attached (on the instance the client comes back to, or on the
- * other one) is let go for the signal's fresh GET, or for a plain GET, which then supersedes it:
- * the client is live again at once, not after the hold period. A GET stream with a client attached
+ * other one) is let go for the signal's fresh GET, and taken over by a plain GET, which gets what
+ * the replica sent after the last event written to the client that left: the client is live again
+ * at once, not after the hold period, whether or not the stream carried an event before the cut. A GET stream with a client attached
  * (to its pump, or through a tailing instance) is left alone: the signal ends after its
  * notification, a plain GET gets the owner's 409, and the attached client's stream stays live and
  * resumable.
@@ -197,24 +198,77 @@ t.test('a plain GET refused 409 while another client is attached supersedes noth
   t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' }), 0, 'the held stream was not let go');
 });
 
-t.test('a plain GET lets a held GET go and opens at once; the held one is superseded', async (t) => {
-  const { g0, g1, sessionId, streams, first, incarnation } = await attachedGet(t);
-  await emit(g0.url, sessionId, 1);
-  const [event] = await first.events.until(1);
+/** The seq of each of the demo's emit notifications (data {seq, replica}) on a raw stream. */
+function seqs(events: readonly { data: string }[]): number[] {
+  return events.map((e) => (JSON.parse(e.data) as { params: { data: { seq: number } } }).params.data.seq);
+}
+
+for (const [via, name] of [
+  [0, 'the same instance'],
+  [1, 'the other instance'],
+] as const) {
+  t.test(`a plain GET takes an idle held GET over at once, through ${name}, and gets what follows`, async (t) => {
+    const { gateways, g0, sessionId, streams, first, incarnation } = await attachedGet(t);
+    // The usual case: the GET stream carried nothing before its connection dropped.
+    first.close();
+    await untilHeld(g0);
+    await emit(g0.url, sessionId, 2);
+
+    const gateway = gateways[via]!;
+    const second = await streams.open(gateway.url, sessionId);
+    t.equal(second.status, 200, 'not the owner\'s 409: the held stream is taken over, not asked for again');
+    t.equal(second.headers['mcp-resumption'], undefined, 'answered as the fresh stream the client asked for');
+    t.same(seqs(await second.events.until(2)), [1, 2], 'with what the replica sent while no client was there, once');
+    await emit(gateway.url, sessionId, 2);
+    t.same(seqs(await second.events.until(4)), [1, 2, 1, 2], 'then the live events');
+    t.equal(new Set(second.events.items.map((e) => e.id)).size, 4, 'each under a cursor of its own');
+    t.equal(await currentGet(gateway, sessionId), incarnation, 'the same stream goes on: nothing was superseded');
+    t.equal(await scrapeMetric(gateway.adminUrl, 'mcp_gateway_held_takeovers_total'), 1, 'counted as a takeover');
+    t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' }), 0, 'and the held stream was not let go');
+  });
+
+  t.test(`a plain GET after one event takes the held GET over from the next one, through ${name}`, async (t) => {
+    const { gateways, g0, sessionId, streams, first } = await attachedGet(t);
+    await emit(g0.url, sessionId, 1);
+    const [seen] = await first.events.until(1);
+    first.close();
+    await untilHeld(g0);
+    await emit(g0.url, sessionId, 2);
+
+    const gateway = gateways[via]!;
+    const second = await streams.open(gateway.url, sessionId);
+    t.equal(second.status, 200);
+    const after = await second.events.until(2);
+    t.same(seqs(after), [1, 2], 'the two sent while away, not the one the client had');
+    t.notOk(after.some((e) => e.id === seen!.id), 'nothing the client had is sent again');
+    await emit(gateway.url, sessionId, 1);
+    t.equal((await second.events.until(3)).length, 3, 'then live');
+
+    // With its cursor, as a client that kept it does: the same stream, continued from the journal.
+    second.close();
+    await untilHeld(g0);
+    const resumed = await streams.open(gateway.url, sessionId, after[0]!.id);
+    t.equal(resumed.headers['mcp-resumption'], 'continued', 'a cursor of the stream continues it');
+    t.equal((await resumed.events.until(2)).length, 2, 'from the event after the cursor');
+  });
+}
+
+t.test('a GET cut during a burst is taken over by a plain GET: nothing repeated, the rest of the burst arrives', async (t) => {
+  const { g0, g1, sessionId, streams, first } = await attachedGet(t);
+  const COUNT = 60;
+  const burst = post(g0.url, toolCallBody('emit', { count: COUNT, intervalMs: 5 }), { 'mcp-session-id': sessionId }).then((r) => r.text());
+  await first.events.until(5);
   first.close();
-  await untilHeld(g0);
+  const before = seqs(first.events.items);
 
-  // Held by instance 0 with no client: asked to go on the owner's 409, well within its hold period.
+  // Taken over as soon as the pump has seen its client leave; the owner's 409 until then is retried.
   const second = await streams.open(g1.url, sessionId);
-  t.equal(second.status, 200, 'a new GET is served at once, not after the hold period');
-  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_held_streams'), 0, 'the held stream was let go');
-  t.equal(await scrapeMetric(g0.adminUrl, 'mcp_gateway_hold_expiries_total', { reason: 'superseded' }), 1, 'for the new stream');
-  const now = await currentGet(g1, sessionId);
-  t.ok(now !== undefined && now !== incarnation, 'the new stream superseded the held one (E4)');
-  await emit(g1.url, sessionId, 2);
-  t.equal((await second.events.until(2)).length, 2, 'and gets the live events');
-
-  const old = await streams.open(g1.url, sessionId, event!.id);
-  t.equal(old.headers['mcp-resumption'], 'new-stream');
-  t.equal(old.headers['mcp-resumption-reason'], 'superseded', 'a cursor of the held stream is superseded');
+  t.equal(second.status, 200);
+  await waitFor('the end of the burst', bound(10_000), () => seqs(second.events.items).at(-1) === COUNT);
+  await burst;
+  const after = seqs(second.events.items);
+  t.ok(after.every((seq, i) => i === 0 || seq === after[i - 1]! + 1), 'in order and contiguous to the end of the burst');
+  t.notOk(after.some((seq) => before.includes(seq)), 'nothing the first client had is repeated');
+  t.ok(after[0]! > before.at(-1)!, 'it begins after what was written to the first client');
+  t.comment(`first client ${before.length} events, the takeover ${after.length}, in flight at the cut ${COUNT - before.length - after.length}`);
 });

@@ -26,7 +26,7 @@ export interface StoreHarness {
 /** Long enough that nothing bound with it expires during a test; far more than MAX_TICKS ticks. */
 const LONG_TTL_MS = 600_000;
 /** The journal's fields of a record whose events were recorded without payloads, no pump, no tail. */
-const NO_JOURNAL_STATE = { pump: '', pumpUntil: 0, tailUntil: 0, journaled: false } as const;
+const NO_JOURNAL_STATE = { pump: '', pumpUntil: 0, tailUntil: 0, held: false, clientSeq: 0, journaled: false } as const;
 /** Bounds every wait for an expiry; a TTL that was wrongly extended to LONG_TTL_MS never gets there. */
 const MAX_TICKS = 60;
 
@@ -337,7 +337,9 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.same(Object.keys(view?.record ?? {}).sort(), [
       'attach',
       'base',
+      'clientSeq',
       'head',
+      'held',
       'id',
       'journaled',
       'kind',

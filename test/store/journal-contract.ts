@@ -272,6 +272,60 @@ export function journalContract(test: ContractTest, tickUntil: TickUntil): void 
     t.equal(await h.store.releaseHeldGet('s1'), 'none', 'a pump that let it go');
   });
 
+  test('journal: a GET opened with its pump is leased from the start, before any event', async (t, h) => {
+    await h.store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS);
+    const before = h.now();
+    const pump = { instanceId: 'gw-a', leaseMs: LEASE_MS };
+    await h.store.openIncarnation({ id: 'g1', sessionId: 's1', owner: 'r1', kind: 'get', supersede: true, pump }, LONG_TTL_MS);
+    const after = h.now();
+    const record = (await h.store.readIncarnation('s1', 'g1', 0))?.record;
+    t.match(record, { pump: 'gw-a', head: 0, held: false, clientSeq: 0 });
+    t.ok(record !== undefined && record.pumpUntil >= before + LEASE_MS && record.pumpUntil <= after + LEASE_MS, 'until now + leaseMs');
+    t.equal(await h.store.releaseHeldGet('s1'), 'asked', 'a pumped stream with no event yet can be asked to go');
+  });
+
+  test('journal: setHeld marks the stream held at the position written to its client, only from the lease holder', async (t, h) => {
+    await open(h);
+    t.equal(await record(h.store, journaled(1, [block('a'), block('b')], { pump: { instanceId: 'gw-a', leaseMs: LEASE_MS } })), 'ok');
+    await h.store.setHeld('s1', 'g1', 'gw-b', 1);
+    t.match(await h.store.readCurrentGet('s1'), { id: 'g1', held: false, clientSeq: 0 }, 'another instance cannot say it is held');
+    await h.store.setHeld('s1', 'g1', 'gw-a', 1);
+    t.match(await h.store.readCurrentGet('s1'), { id: 'g1', held: true, clientSeq: 1 }, 'held, the client having been written up to 1');
+    await h.store.setHeld('s1', 'g1', 'gw-a', undefined);
+    t.match(await h.store.readCurrentGet('s1'), { held: false, clientSeq: 1 }, 'a client again: no longer held, its position kept');
+    await h.store.setHeld('s1', 'g1', 'gw-a', 2);
+    await h.store.releasePump('s1', 'g1', 'gw-a');
+    t.match(await h.store.readCurrentGet('s1'), { held: false, pump: '' }, 'the lease released: no longer held');
+    await h.store.setHeld('s1', 'nope', 'gw-a', 1);
+    t.equal(await h.store.readIncarnation('s1', 'nope', 0), null, 'nothing created for an unknown incarnation');
+  });
+
+  test('journal: endTail ends the tail lease now and raises the client position, never lowers it', async (t, h) => {
+    await open(h);
+    t.equal(await record(h.store, journaled(1, [block('a'), block('b'), block('c')])), 'ok');
+    await h.store.touchTail('s1', 'g1', LEASE_MS);
+    const before = h.now();
+    await h.store.endTail('s1', 'g1', 2);
+    const ended = (await h.store.readCurrentGet('s1'))!;
+    t.ok(ended.tailUntil <= h.now() && ended.tailUntil <= before + LEASE_MS, 'the tail lease ended');
+    t.equal(ended.clientSeq, 2, 'written up to 2');
+    await h.store.endTail('s1', 'g1', 1);
+    t.equal((await h.store.readCurrentGet('s1'))?.clientSeq, 2, 'an older position does not lower it');
+    await h.store.endTail('s1', 'nope', 1);
+    t.equal(await h.store.readIncarnation('s1', 'nope', 0), null, 'nothing created for an unknown incarnation');
+  });
+
+  test('journal: readCurrentGet reads the session\'s current GET incarnation, null without one', async (t, h) => {
+    t.equal(await h.store.readCurrentGet('s1'), null, 'no session');
+    await h.store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e1' }, LONG_TTL_MS);
+    t.equal(await h.store.readCurrentGet('s1'), null, 'no GET stream yet');
+    await open(h, 'g1');
+    await open(h, 'g0', false);
+    t.match(await h.store.readCurrentGet('s1'), { id: 'g1', kind: 'get', state: 'open', owner: 'r1' }, 'the one that superseded, not the later one that did not');
+    await h.store.closeIncarnation('s1', 'g1');
+    t.match(await h.store.readCurrentGet('s1'), { id: 'g1', state: 'closed' }, 'as it stands: closed');
+  });
+
   test('journal: unwatch stops the notes of that watcher only', async (t, h) => {
     await open(h, 'g1');
     const other = await h.peer();

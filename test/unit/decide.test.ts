@@ -6,7 +6,7 @@ import type { IncarnationRecord, IncarnationView, SessionRecord } from '../../sr
 
 const session: SessionRecord = { sessionId: 's1', owner: 'r1', ownerEpoch: '', state: 'active', createdAt: 0 };
 const record: IncarnationRecord = { id: 'inc-get-000000001', sessionId: 's1', owner: 'r1', kind: 'get', state: 'open', head: 5, base: 0, attach: 1, pending: [],
-  pump: '', pumpUntil: 0, tailUntil: 0, journaled: true };
+  pump: '', pumpUntil: 0, tailUntil: 0, held: false, clientSeq: 0, journaled: true };
 const ok: DecodeResult = { kind: 'ok', fields: { incarnation: record.id, seq: 3 } };
 const view: IncarnationView = { record, currentGet: record.id, at: 'u3', after: ['u4', 'u5'] };
 

@@ -194,6 +194,8 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
           incarnation.supersede ? '1' : '0',
           ttlMs,
           noteChannelPrefix(opts.keyPrefix, sessionId),
+          incarnation.pump?.instanceId ?? '',
+          incarnation.pump ? Date.now() + incarnation.pump.leaseMs : 0,
         );
         // Reopening would restart the numbering and issue the same cursors twice (E2, E3).
         if (opened !== 1) throw new Error(`incarnation ${id} is already recorded`);
@@ -350,6 +352,30 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void> {
       return run('releasePump', async () => {
         await client.gwReleasePump(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId);
+      });
+    },
+
+    setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined): Promise<void> {
+      return run('setHeld', async () => {
+        const held = clientSeq === undefined ? '0' : '1';
+        await client.gwSetHeld(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId, held, clientSeq === undefined ? '' : String(clientSeq));
+      });
+    },
+
+    endTail(sessionId: string, incarnationId: string, clientSeq: number): Promise<void> {
+      return run('endTail', async () => {
+        await client.gwEndTail(incarnationKey(opts.keyPrefix, sessionId, incarnationId), Date.now(), clientSeq);
+      });
+    },
+
+    readCurrentGet(sessionId: string): Promise<IncarnationRecord | null> {
+      return run('readCurrentGet', async () => {
+        // Two steps, every key named in KEYS: the id first, then its record (a newer GET opened in
+        // between is the caller's race to lose, as with any read before a request).
+        const current = await client.hget(key(sessionId), 'getInc');
+        if (current === null) return null;
+        const reply = await client.gwReadIncarnation(...incKeys(sessionId, current), key(sessionId), 0);
+        return reply === null || reply === false ? null : toView(current, reply).record;
       });
     },
 

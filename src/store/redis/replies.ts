@@ -37,8 +37,8 @@ const isStringArray = (value: unknown): value is string[] => Array.isArray(value
 /** The fields of readRecord() (Lua); anything unexpected is a store failure, not an incarnation. */
 function toIncarnation(id: string, fields: unknown): IncarnationRecord {
   if (!isStringArray(fields)) throw new Error(`malformed incarnation record: ${JSON.stringify(fields)}`);
-  const [sessionId, owner, kind, state, head, base, attach, pending, pump, pumpUntil, tailUntil, journaled] = fields;
-  const numbers = [head, base, attach, pumpUntil, tailUntil].map(Number);
+  const [sessionId, owner, kind, state, head, base, attach, pending, pump, pumpUntil, tailUntil, journaled, held, clientSeq] = fields;
+  const numbers = [head, base, attach, pumpUntil, tailUntil, clientSeq].map(Number);
   const pendingIds: unknown = pending === undefined ? undefined : JSON.parse(pending);
   if (
     sessionId === undefined ||
@@ -49,11 +49,12 @@ function toIncarnation(id: string, fields: unknown): IncarnationRecord {
     !Array.isArray(pendingIds) ||
     !pendingIds.every(isJsonRpcId) ||
     pump === undefined ||
-    (journaled !== '1' && journaled !== '0')
+    (journaled !== '1' && journaled !== '0') ||
+    (held !== '1' && held !== '0')
   ) {
     throw new Error(`malformed incarnation record: ${JSON.stringify(fields)}`);
   }
-  const [h, b, a, pu, tu] = numbers as [number, number, number, number, number];
+  const [h, b, a, pu, tu, cs] = numbers as [number, number, number, number, number, number];
   return {
     id,
     sessionId,
@@ -67,6 +68,8 @@ function toIncarnation(id: string, fields: unknown): IncarnationRecord {
     pump,
     pumpUntil: pu,
     tailUntil: tu,
+    held: held === '1',
+    clientSeq: cs,
     journaled: journaled === '1',
   };
 }

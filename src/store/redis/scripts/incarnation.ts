@@ -3,7 +3,7 @@
  * (record-events.ts).
  *
  * The record is a hash (sessionId, owner, kind, state, head, base, attach, pending; and, once
- * set, unjournaled, pump, pumpUntil, tailUntil) and its positions a list of the upstream
+ * set, unjournaled, pump, pumpUntil, tailUntil, held, clientSeq) and its positions a list of the upstream
  * ids of positions base..head, index = seq - base, '' standing for null (position 0, and events
  * the gateway made: an empty upstream id is no id). The journal (J1) is a third key, a hash
  * (journal.ts) holding the bytes of the positions journaled; it exists once a batch carried
@@ -78,11 +78,12 @@ end
  * exists, noting 'superseded' to the one it replaces; refuses an id that is recorded already.
  * KEYS: incarnation, positions, journal, session, the session's index of incarnations.
  * ARGV: incarnationId, sessionId, owner, kind, pending (JSON), supersede ('1' or '0'), ttlMs,
- * the session's note channel prefix.
+ * the session's note channel prefix, pump instance ('' none), pumpUntil.
  */
 const OPEN_INCARNATION_LUA = `${CREATE_INCARNATION_LUA}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 create(KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[7])
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'pump', ARGV[9], 'pumpUntil', ARGV[10]) end
 if ARGV[6] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
   local previous = redis.call('HGET', KEYS[4], 'getInc')
   redis.call('HSET', KEYS[4], 'getInc', ARGV[1])
@@ -98,12 +99,13 @@ return 1
 const RECORD_FUNCTION_LUA = `${INCARNATION_LUA_PRELUDE}
 local function readRecord()
   local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending',
-    'pump', 'pumpUntil', 'tailUntil', 'unjournaled')
+    'pump', 'pumpUntil', 'tailUntil', 'unjournaled', 'held', 'clientSeq')
   local head, base = tonumber(m[5]), tonumber(m[6])
   if not recorded(head, base) then return false end
   local from = journalFrom(head, base, m[12])
   m[9], m[10], m[11] = m[9] or '', m[10] or '0', m[11] or '0'
   m[12] = from <= math.max(base, 1) and '1' or '0'
+  m[13], m[14] = m[13] or '0', m[14] or '0'
   return m, head, base, from
 end
 `;
@@ -193,10 +195,35 @@ end
 return 1
 `;
 
-/** Clears the pump lease when instance ARGV[1] holds it. KEYS: incarnation. */
+/** Clears the pump lease, and held, when instance ARGV[1] holds it. KEYS: incarnation. */
 const RELEASE_PUMP_LUA = `
 if redis.call('HGET', KEYS[1], 'pump') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'pump', '', 'pumpUntil', 0)
+redis.call('HSET', KEYS[1], 'pump', '', 'pumpUntil', 0, 'held', '0')
+return 1
+`;
+
+/**
+ * Sets held ('1' or '0', ARGV[2]) and, when ARGV[3] is not '', clientSeq, when instance ARGV[1]
+ * holds the pump's lease. KEYS: incarnation.
+ */
+const SET_HELD_LUA = `
+if redis.call('HGET', KEYS[1], 'pump') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'held', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'clientSeq', ARGV[3]) end
+return 1
+`;
+
+/**
+ * Ends a tail lease: tailUntil no later than ARGV[1] (now), clientSeq at least ARGV[2], of a
+ * recorded incarnation. KEYS: incarnation.
+ */
+const END_TAIL_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local now = tonumber(ARGV[1])
+if (tonumber(redis.call('HGET', KEYS[1], 'tailUntil')) or 0) > now then redis.call('HSET', KEYS[1], 'tailUntil', now) end
+if (tonumber(redis.call('HGET', KEYS[1], 'clientSeq')) or 0) < tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'clientSeq', ARGV[2])
+end
 return 1
 `;
 
@@ -238,7 +265,8 @@ type IncKeys = [incKey: string, posKey: string, jnlKey: string];
 export interface IncarnationScripts {
   gwOpenIncarnation(
     ...args: [...IncKeys, session: string, index: string,
-      incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number, channelPrefix: string]
+      incarnationId: string, sessionId: string, owner: string, kind: string, pending: string, supersede: '1' | '0', ttlMs: number, channelPrefix: string,
+      pump: string, pumpUntil: number]
   ): Promise<number>;
   gwAttachIncarnation(...args: [...IncKeys, session: string, ttlMs: number, afterSeq: number]): Promise<unknown>;
   gwReadIncarnation(...args: [...IncKeys, session: string, afterSeq: number]): Promise<unknown>;
@@ -249,6 +277,8 @@ export interface IncarnationScripts {
   gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
   gwTouchTail(incKey: string, until: number): Promise<number>;
   gwReleasePump(incKey: string, instanceId: string): Promise<number>;
+  gwSetHeld(incKey: string, instanceId: string, held: '1' | '0', clientSeq: string): Promise<number>;
+  gwEndTail(incKey: string, now: number, clientSeq: number): Promise<number>;
   gwReleaseHeldGet(session: string, now: number, incPrefix: string, channelPrefix: string): Promise<string>;
 }
 
@@ -263,6 +293,8 @@ export function defineIncarnationScripts(client: Redis | Cluster): void {
   client.defineCommand('gwTouchIncarnation', { numberOfKeys: 3, lua: TOUCH_INCARNATION_LUA });
   client.defineCommand('gwTouchTail', { numberOfKeys: 1, lua: TOUCH_TAIL_LUA });
   client.defineCommand('gwReleasePump', { numberOfKeys: 1, lua: RELEASE_PUMP_LUA });
+  client.defineCommand('gwSetHeld', { numberOfKeys: 1, lua: SET_HELD_LUA });
+  client.defineCommand('gwEndTail', { numberOfKeys: 1, lua: END_TAIL_LUA });
   client.defineCommand('gwReleaseHeldGet', { numberOfKeys: 1, lua: RELEASE_HELD_GET_LUA });
 }
 
