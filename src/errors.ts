@@ -65,6 +65,21 @@ export const ERROR_CODES = {
     message: 'Service temporarily unavailable: replica %s is not answering properly',
     meaning: "the session's owner is suspected (R4: timeouts, resets, 502 to 504); the session lives on",
   },
+  GW_PRINCIPAL_REFUSED: {
+    status: 403,
+    rpc: -32000,
+    message: 'Forbidden: this request does not carry the credential the session was bound to',
+    meaning:
+      "a continuation the gateway would serve from its own state (J6), for a request whose credential is not the session's, while the owner that could accept it is gone; none of the session's events",
+  },
+  GW_PRINCIPAL_UNVERIFIED: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: "Service temporarily unavailable: replica %s could not confirm this request's credential for the session",
+    meaning:
+      "a continuation the gateway would serve from its own state (J6), for a request whose credential is not the session's, when the owner did not answer the check in time or failed it with a 5xx; none of the session's events",
+  },
   GW_UPSTREAM_UNREACHABLE: {
     status: 503,
     retry: true,

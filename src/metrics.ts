@@ -131,6 +131,11 @@ export function createMetrics(registry: Registry) {
       'mcp_gateway_held_takeovers_total',
       'Plain GETs (no Last-Event-ID) that took their session\'s held GET stream over (J2, J3): continued from the journal at the last position written to the client that left, instead of waiting for the replica to let the held stream go.',
     ),
+    principalChecks: counter(
+      'mcp_gateway_principal_checks_total',
+      "Checks of a request's credential before the gateway serves a session from its own state (J6), by result: match (the session's principal), accepted (another credential, which the owner accepted: the session is bound to it from then on), refused (the owner's 401 or 403 passed on), owner_gone (another credential with the owner gone: 403), unverified (the owner did not answer the check: 503).",
+      ['result'],
+    ),
     continuations: counter(
       'mcp_gateway_continuations_total',
       'Resumptions continued, by source: journal (the gateway\'s own journal, then the live stream) or owner (the owner replica replayed from its log).',

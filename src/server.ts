@@ -20,6 +20,7 @@ import { createRequestLog } from './routing/request-log.js';
 import { createOriginPolicy } from './cors.js';
 import { BindingCache } from './routing/bindings.js';
 import { createProxy } from './routing/proxy.js';
+import { createPrincipals } from './trust/principal.js';
 import { CursorKeys } from './cursor/keys.js';
 import { KeyAgreement } from './cursor/key-agreement.js';
 import { OpenStreams } from './streams/open.js';
@@ -137,7 +138,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   answerUnrouted(mcp, answer);
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
   const originPolicy = createOriginPolicy({ config: () => config, requests, answer });
-  const routes = createProxy({ config: () => config, store, fleet, bindings, upstreams, metrics, logger, streams, pumps, keys, requests, answer });
+  const principals = createPrincipals({ config: () => config, keys, store, upstreams, replica: (id) => fleet.get(id), metrics, logger });
+  const routes = createProxy({ config: () => config, store, fleet, bindings, upstreams, metrics, logger, streams, pumps, keys, principals, requests, answer });
   mcp.all(config.path, { onRequest: originPolicy }, routes.proxy);
   if (config.legacySse) {
     // §9: the 2024-11-05 HTTP+SSE transport, under the same origin policy.

@@ -311,6 +311,16 @@ export const ConfigSchema = Type.Object(
             description: 'web origins granted CORS access (exact match); when set, a request whose Origin is not listed gets 403; unset: Origin is not checked and no origin is granted',
           }),
         ),
+        credentialHeaders: Type.Array(Type.String({ pattern: '^[a-z0-9!#$%&\'*+.^_`|~-]+$', description: 'a request header name, in lower case' }), {
+          default: ['authorization'],
+          uniqueItems: true,
+          description:
+            "the request headers that carry a client's credential (J6): at initialize a session is bound to a keyed fingerprint of their values (never the values), and whatever the gateway serves of the session from its own state (the journal) goes only to a request with the same fingerprint or one that the session's owner accepts (asked with a ping carrying the request's credential); e.g. [authorization, x-api-key] or [cookie]. []: sessions are bound to no credential and the journal serves any request that names the session",
+        }),
+        principalCheckTimeoutMs: Millis(
+          "how long the owner may take to answer the ping that checks a credential other than the session's (J6); past it the request gets 503 with Retry-After and none of the session's events",
+          5000,
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

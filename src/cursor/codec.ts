@@ -81,6 +81,9 @@ const TAG_INFO = 'v1 session-tag';
 const MAC_INFO = 'v1 mac';
 const FINGERPRINT_INFO = 'v1 key fingerprint';
 const FINGERPRINT_BYTES = 8;
+const PRINCIPAL_INFO = 'v1 principal';
+/** 128 bits: no two credentials of a fleet share a principal by chance. */
+const PRINCIPAL_BYTES = 16;
 
 // Random bytes are drawn for many ids at once: one call per stream cost as much as the rest of
 // opening it.
@@ -102,6 +105,7 @@ export function newIncarnationId(): string {
 export class CursorCodec {
   readonly #tagKey: KeyObject;
   readonly #macKey: KeyObject;
+  readonly #principalKey: KeyObject;
   readonly #tags = new Map<string, string>();
   /**
    * Names the key without revealing it (an HMAC of a constant under a subkey of its own): two
@@ -125,8 +129,18 @@ export class CursorCodec {
       createSecretKey(Buffer.from(hkdfSync('sha256', ikm, HKDF_SALT, info, 32)));
     this.#tagKey = derive(TAG_INFO);
     this.#macKey = derive(MAC_INFO);
+    this.#principalKey = derive(PRINCIPAL_INFO);
     this.fingerprint = createHmac('sha256', derive(FINGERPRINT_INFO)).update(FINGERPRINT_INFO).digest().subarray(0, FINGERPRINT_BYTES).toString('base64url');
     ikm.fill(0);
+  }
+
+  /**
+   * A session's principal (CONTRACT.md §8 J6): a keyed fingerprint of the client's credential
+   * material, under a subkey of its own, so that neither the store nor a log holds anything from
+   * which the credential could be guessed offline.
+   */
+  principal(material: string): string {
+    return createHmac('sha256', this.#principalKey).update(material).digest().subarray(0, PRINCIPAL_BYTES).toString('base64url');
   }
 
   /** The cursor for `fields` in `sessionId`. Throws RangeError on fields that no cursor can carry. */

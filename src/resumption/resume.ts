@@ -17,6 +17,7 @@ import { serializeEvent } from '../sse/serializer.js';
 import type { CursorCodec } from '../cursor/codec.js';
 import type { IncarnationRecord, JournalRead, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import { askOwner } from '../streams/held-get.js';
+import type { PrincipalVerdict, Principals } from '../trust/principal.js';
 import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
@@ -43,6 +44,8 @@ export interface ResumeKit {
   /** One of the gateway's own answers (routing/answers.ts), counted; also on a hijacked reply. */
   answer(request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options?: Omit<AnswerOptions, 'retryAfterSeconds'>): unknown;
   loseSession(record: SessionRecord, why: string): void;
+  /** J6: who may be served a session from the gateway's own state. */
+  principals: Principals;
 }
 
 type Continue = Extract<Decision, { kind: 'continue' }>;
@@ -70,7 +73,35 @@ export function createResumption(kit: ResumeKit) {
       if (!isStoreError(err)) throw err;
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
-    return settle(request, reply, facts, decide(facts), lastEventId);
+    const decision = decide(facts);
+    if (servesOwnState(decision) && facts.session && (await refused(request, reply, facts.session, facts.ownerGone))) return reply;
+    return settle(request, reply, facts, decision, lastEventId);
+  }
+
+  /**
+   * J6: true once a refusal was answered (the owner's own, or the gateway's), before anything of
+   * the session was read for the client, attached or superseded; false when it may be served.
+   */
+  async function refused(request: FastifyRequest, reply: FastifyReply, session: SessionRecord, ownerGone: boolean): Promise<boolean> {
+    let verdict: PrincipalVerdict;
+    try {
+      verdict = await kit.principals.check(request, session, ownerGone);
+    } catch (err) {
+      if (!isStoreError(err)) throw err;
+      kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
+      return true;
+    }
+    switch (verdict.kind) {
+      case 'allowed':
+        return false;
+      case 'refused':
+        kit.answer(request, reply, verdict.code, { detail: verdict.owner });
+        return true;
+      case 'owner_refused':
+        requests.answered(request, { status: verdict.status, replica: session.owner });
+        void reply.code(verdict.status).headers(verdict.headers).send(verdict.body);
+        return true;
+    }
   }
 
   /** Carries a decision out. */
@@ -107,7 +138,8 @@ export function createResumption(kit: ResumeKit) {
    * Decided as a resumption from that position where it cannot go on (the window moved past it:
    * a gap, signalled; the pump gone: what follows is decided anew).
    */
-  function takeOver(request: FastifyRequest, reply: FastifyReply, session: SessionRecord, record: IncarnationRecord): Promise<unknown> {
+  async function takeOver(request: FastifyRequest, reply: FastifyReply, session: SessionRecord, record: IncarnationRecord): Promise<unknown> {
+    if (await refused(request, reply, session, false)) return reply;
     const seq = record.clientSeq;
     const facts: ResumptionFacts = {
       session,
@@ -489,4 +521,9 @@ export function createResumption(kit: ResumeKit) {
   }
 
   return { resume, takeOver };
+}
+
+/** The decisions that serve the session from the gateway's own state (J6): all but the owner's replay and the refusals. */
+function servesOwnState(decision: Decision): boolean {
+  return decision.kind === 'journal' || decision.kind === 'new_stream' || decision.kind === 'complete';
 }

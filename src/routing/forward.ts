@@ -2,6 +2,7 @@
  * Forwarding a client's request to a replica, and what a replica's answer tells the fleet and the
  * store about it: shared by new sessions (R1), session requests (R2 to R4) and resumptions.
  */
+import type { Principals } from '../trust/principal.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from '../config/schema.js';
 import type { CursorKeys } from '../cursor/keys.js';
@@ -44,6 +45,8 @@ export interface ProxyDeps {
   /** The journaled streams this instance pumps (J2, J3). */
   pumps: Pumps;
   keys: CursorKeys;
+  /** The sessions' principals and their check (J6). */
+  principals: Principals;
   /** Counts each answer and writes its one log line. */
   requests: RequestLog;
   /** The gateway's own answers. */

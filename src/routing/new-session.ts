@@ -45,7 +45,8 @@ export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond:
         let bound: boolean;
         try {
           const ownerEpoch = await fleet.bindingEpoch(replica.id);
-          bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch }, config.sessions.idleTtlMs);
+          const principal = await deps.principals.of(request.headers);
+          bound = await store.bindSession({ sessionId, owner: replica.id, ownerEpoch, principal }, config.sessions.idleTtlMs);
         } catch (err) {
           abort.abort();
           discard(response);

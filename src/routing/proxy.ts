@@ -41,6 +41,7 @@ export function createProxy(deps: ProxyDeps) {
       send(request, { replica, dropRequestHeaders: [LAST_EVENT_ID], addRequestHeaders: extra, responseHeaders: {}, sessionId: undefined }, signal),
     answer,
     loseSession,
+    principals: deps.principals,
   });
   const existingSession = createSessionRequests(deps, forwarder, respond, takeOver);
   const tasks = createTaskRequests(deps, forwarder, respond, newSession);

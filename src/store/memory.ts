@@ -220,6 +220,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
         state: 'active',
         createdAt: t,
         ...(session.endpoint === undefined ? {} : { endpoint: session.endpoint }),
+        ...(session.principal === undefined ? {} : { principal: session.principal }),
       });
       sessions.set(session.sessionId, { record, expiresAt: t + idleTtlMs });
       return true;
@@ -243,6 +244,13 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     async refreshSessions(reads: readonly SessionRefresh[], idleTtlMs: number): Promise<(SessionRecord | null)[]> {
       assertOpen('refreshSessions');
       return reads.map(({ sessionId, touch: extend }) => (extend ? touch(sessionId, idleTtlMs) : (live(sessionId)?.record ?? null)));
+    },
+
+    async setPrincipal(sessionId: string, principal: string): Promise<void> {
+      assertOpen('setPrincipal');
+      const entry = live(sessionId);
+      if (entry === undefined || entry.record.state !== 'active') return;
+      entry.record = Object.freeze({ ...entry.record, principal });
     },
 
     async endSession(sessionId: string, state: Exclude<SessionState, 'active'>, tombstoneTtlMs: number): Promise<void> {

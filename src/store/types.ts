@@ -30,6 +30,11 @@ export interface SessionRecord {
    * messages are posted, from the owner's `endpoint` event. Absent for a Streamable HTTP session.
    */
   readonly endpoint?: string;
+  /**
+   * J6: the principal the session was bound to at `initialize` (trust/principal.ts), as the
+   * owner last accepted it. Absent for a session bound before principals were recorded.
+   */
+  readonly principal?: string;
 }
 
 export interface NewSession {
@@ -38,6 +43,8 @@ export interface NewSession {
   readonly ownerEpoch: string;
   /** See SessionRecord.endpoint. */
   readonly endpoint?: string;
+  /** See SessionRecord.principal. */
+  readonly principal?: string;
 }
 
 /**
@@ -251,6 +258,12 @@ export interface Store {
    * as it stands otherwise (its TTL left alone). Null for a session the store does not hold.
    */
   refreshSessions(reads: readonly SessionRefresh[], idleTtlMs: number): Promise<(SessionRecord | null)[]>;
+
+  /**
+   * J6: binds an active session to `principal` (one its owner accepted for it: a refreshed
+   * credential of the same user). An ended or unknown session is left as it is.
+   */
+  setPrincipal(sessionId: string, principal: string): Promise<void>;
 
   /**
    * Ends a session. The record stays as a tombstone, with `state`, for `tombstoneTtlMs`, so that

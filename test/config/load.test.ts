@@ -43,7 +43,7 @@ t.test('a file with only replicas gets every default', async (t) => {
       journal: { enabled: true, maxEvents: 1000, maxBytes: 1024 * 1024, holdMs: 60_000, leaseMs: 6000, maxHeld: 1000 },
     },
     cursor: {},
-    security: {},
+    security: { credentialHeaders: ['authorization'], principalCheckTimeoutMs: 5000 },
     limits: { bodyBytes: 4 * 1024 * 1024, headerBytes: 16 * 1024, sseEventBytes: 1024 * 1024, headersTimeoutMs: 10_000, clientConnections: 10_000 },
     shutdown: { graceMs: 10_000, retryHintMs: 1000 },
     log: { level: 'info', requests: false },

@@ -27,13 +27,13 @@ export function post(url: string, body: string, headers: Record<string, string> 
   });
 }
 
-/** Initializes a session with raw requests; returns its id. */
-export async function rawSession(url: string): Promise<string> {
-  const response = await post(url, initializeBody());
+/** Initializes a session with raw requests (with `headers` on each, a credential say); returns its id. */
+export async function rawSession(url: string, headers: Record<string, string> = {}): Promise<string> {
+  const response = await post(url, initializeBody(), headers);
   await response.text();
   const sessionId = response.headers.get('mcp-session-id');
   if (response.status !== 200 || !sessionId) throw new Error(`initialize answered ${response.status} without a session`);
-  const initialized = await post(url, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), { 'mcp-session-id': sessionId });
+  const initialized = await post(url, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), { ...headers, 'mcp-session-id': sessionId });
   await initialized.text();
   return sessionId;
 }

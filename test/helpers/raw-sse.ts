@@ -40,8 +40,10 @@ export function rawStreams(t: Teardown) {
   };
   t.teardown(closeAll);
 
-  function open(url: string, sessionId: string, lastEventId?: string, timeoutMs = 30_000): Promise<RawStream> {
+  /** `extra`: more request headers (a credential, say). */
+  function open(url: string, sessionId: string, lastEventId?: string, timeoutMs = 30_000, extra: Record<string, string> = {}): Promise<RawStream> {
     const headers: Record<string, string> = {
+      ...extra,
       accept: 'text/event-stream',
       'mcp-session-id': sessionId,
       'mcp-protocol-version': PROTOCOL_VERSION,

@@ -151,6 +151,20 @@ function contract(t: Test, name: string, makeHarness: () => Promise<StoreHarness
     t.notOk('endpoint' in ((await h.store.touchSession('s2', LONG_TTL_MS)) ?? {}), 'a Streamable HTTP session has none');
   });
 
+  test('a session keeps the principal it was bound to; setPrincipal changes an active one only', async (t, h) => {
+    t.equal(await h.store.bindSession({ ...session('p-1'), principal: 'fp-alice' }, LONG_TTL_MS), true);
+    t.match(await h.store.touchSession('p-1', LONG_TTL_MS), { principal: 'fp-alice' });
+    await (await h.peer()).setPrincipal('p-1', 'fp-alice-refreshed');
+    t.match((await h.store.touchAndRead('p-1', LONG_TTL_MS)).session, { principal: 'fp-alice-refreshed' }, 'set by another gateway, read here');
+    await h.store.endSession('p-1', 'terminated', LONG_TTL_MS);
+    await h.store.setPrincipal('p-1', 'fp-mallory');
+    t.match(await h.store.touchSession('p-1', LONG_TTL_MS), { state: 'terminated', principal: 'fp-alice-refreshed' }, 'an ended session keeps its own');
+    await h.store.setPrincipal('nobody', 'fp-mallory');
+    t.equal(await h.store.touchSession('nobody', LONG_TTL_MS), null, 'an unknown session is not created');
+    await h.store.bindSession(session('p-2'), LONG_TTL_MS);
+    t.notOk('principal' in ((await h.store.touchSession('p-2', LONG_TTL_MS)) ?? {}), 'bound without one: none');
+  });
+
   test('touching an unknown session returns null', async (t, h) => {
     t.equal(await h.store.touchSession('nobody', LONG_TTL_MS), null);
   });

@@ -105,7 +105,13 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     bindSession(session: NewSession, idleTtlMs: number): Promise<boolean> {
       return run('bindSession', async () => {
         const { sessionId, owner, ownerEpoch } = session;
-        return (await client.gwBindSession(key(sessionId), sessionId, owner, ownerEpoch, Date.now(), idleTtlMs, session.endpoint ?? '')) === 1;
+        return (await client.gwBindSession(key(sessionId), sessionId, owner, ownerEpoch, Date.now(), idleTtlMs, session.endpoint ?? '', session.principal ?? '')) === 1;
+      });
+    },
+
+    setPrincipal(sessionId: string, principal: string): Promise<void> {
+      return run('setPrincipal', async () => {
+        await client.gwSetPrincipal(key(sessionId), principal);
       });
     },
 

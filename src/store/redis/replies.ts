@@ -16,7 +16,7 @@ const isFieldArray = (value: unknown): value is (string | null)[] =>
 /** The fields in the order touchSession() (Lua) reads them; anything unexpected is a store failure, not a session. */
 export function toRecord(fields: unknown): SessionRecord {
   if (!isFieldArray(fields)) throw new Error(`malformed session record: ${JSON.stringify(fields)}`);
-  const [sessionId, owner, ownerEpoch, state, createdAt, endpoint] = fields;
+  const [sessionId, owner, ownerEpoch, state, createdAt, endpoint, principal] = fields;
   const created = Number(createdAt);
   if (
     sessionId == null ||
@@ -28,7 +28,15 @@ export function toRecord(fields: unknown): SessionRecord {
   ) {
     throw new Error(`malformed session record: ${JSON.stringify(fields)}`);
   }
-  return { sessionId, owner, ownerEpoch, state, createdAt: created, ...(typeof endpoint === 'string' ? { endpoint } : {}) };
+  return {
+    sessionId,
+    owner,
+    ownerEpoch,
+    state,
+    createdAt: created,
+    ...(typeof endpoint === 'string' ? { endpoint } : {}),
+    ...(typeof principal === 'string' ? { principal } : {}),
+  };
 }
 
 const isJsonRpcId = (id: unknown): id is JsonRpcId => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));

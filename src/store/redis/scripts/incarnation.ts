@@ -251,7 +251,7 @@ return 'asked'
  * index. ARGV: limit.
  */
 const SESSION_INCARNATIONS_LUA = `
-local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt', 'endpoint')
+local f = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt', 'endpoint', 'principal')
 local session = false
 if f[1] then session = f end
 local newest = {}
