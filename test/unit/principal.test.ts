@@ -1,7 +1,15 @@
 /** credentialMaterial and the principal fingerprint (trust/principal.ts, CONTRACT.md §8 J6). */
 import t from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
-import { credentialMaterial } from '../../src/trust/principal.js';
+import { createServer } from 'node:http';
+import { Registry } from 'prom-client';
+import { parseConfig } from '../../src/config/load.js';
+import { CursorKeys } from '../../src/cursor/keys.js';
+import { createLogger } from '../../src/logger.js';
+import { createMetrics } from '../../src/metrics.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { createPrincipals, credentialMaterial } from '../../src/trust/principal.js';
+import { Upstreams } from '../../src/upstream.js';
 
 const codec = new CursorCodec('x'.repeat(32));
 const of = (headers: Record<string, string | string[]>, names = ['authorization']) => codec.principal(credentialMaterial(headers, names));
@@ -20,4 +28,62 @@ t.test('the principal reveals nothing of the credential and depends on the key',
   t.notMatch(principal, /secret/);
   const other = new CursorCodec('y'.repeat(32));
   t.not(other.principal(credentialMaterial({ authorization: 'Bearer secret-token' }, ['authorization'])), principal, 'another key, another principal');
+});
+
+/**
+ * The check against an owner that cannot say (a real HTTP server on loopback as the owner): never
+ * served, never the owner's health, 503 GW_PRINCIPAL_UNVERIFIED.
+ */
+t.test('another credential and an owner that fails the check or does not answer it: unverified', async (t) => {
+
+  let answer: 'fail' | 'silent' | 'accept' = 'fail';
+  const pings: string[] = [];
+  const owner = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      pings.push(`${req.method} ${String(req.headers['authorization'])} ${String(req.headers['mcp-session-id'])} ${body}`);
+      if (answer === 'fail') res.writeHead(500).end();
+      else if (answer === 'accept') res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":"x","result":{}}');
+    });
+  });
+  await new Promise<void>((resolve) => owner.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    owner.closeAllConnections();
+    owner.close();
+  });
+  const port = (owner.address() as { port: number }).port;
+  const config = parseConfig(`replicas: [{ id: r1, url: "http://127.0.0.1:${port}/mcp" }]\nsecurity: { principalCheckTimeoutMs: 200 }\n`, 'test.yaml', {});
+  const store = createMemoryStore();
+  const logger = createLogger('silent');
+  const upstreams = new Upstreams(config.upstream);
+  t.teardown(() => upstreams.close());
+  const metrics = createMetrics(new Registry());
+  const principals = createPrincipals({
+    config: () => config,
+    keys: new CursorKeys('k'.repeat(32), store, logger),
+    store,
+    upstreams,
+    replica: (id) => config.replicas.find((r) => r.id === id),
+    metrics,
+    logger,
+  });
+  const bound = await principals.of({ authorization: 'Bearer old' });
+  await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e', principal: bound }, 60_000);
+  const session = (await store.touchSession('s1', 60_000))!;
+  const request = { headers: { authorization: 'Bearer new' }, url: '/mcp' };
+
+  t.same(await principals.check(request, session, false), { kind: 'refused', code: 'GW_PRINCIPAL_UNVERIFIED', owner: 'r1' }, 'a 5xx');
+  t.match(pings[0], /^POST Bearer new s1 .*"method":"ping"/, 'the owner was asked with a ping carrying the request\'s credential');
+  answer = 'silent';
+  t.same(await principals.check(request, session, false), { kind: 'refused', code: 'GW_PRINCIPAL_UNVERIFIED', owner: 'r1' }, 'no answer within principalCheckTimeoutMs');
+  t.equal((await store.touchSession('s1', 60_000))?.principal, bound, 'the session keeps its principal');
+  t.same(await principals.check(request, session, true), { kind: 'refused', code: 'GW_PRINCIPAL_REFUSED', owner: 'r1' }, 'the owner gone: nobody is asked');
+  t.equal(pings.length, 2, 'no ping to a gone owner');
+  answer = 'accept';
+  t.same(await principals.check(request, session, false), { kind: 'allowed' }, 'accepted');
+  t.equal((await store.touchSession('s1', 60_000))?.principal, await principals.of(request.headers), 'and the session bound to it');
+  t.same(await principals.check({ headers: { authorization: 'Bearer old' }, url: '/mcp' }, session, true), { kind: 'allowed' }, 'its bound principal is served with the owner gone');
+  const results = (await metrics.principalChecks.get()).values.map((v) => `${v.labels.result}=${v.value}`).sort();
+  t.same(results, ['accepted=1', 'match=1', 'owner_gone=1', 'unverified=2']);
 });
