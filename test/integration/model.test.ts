@@ -278,9 +278,15 @@ interface StreamModel {
    * Last-Event-ID it continued from.
    */
   resets?: { reasons: Set<Reason>; lastEventId: string };
-  /** A continuation: the Last-Event-ID it was opened with. */
+  /** A continuation: the Last-Event-ID it was opened with ('' for a take-over, which has none). */
   resumedFrom?: string;
   lastCursor: string | undefined;
+  /**
+   * A plain GET with the journal: the session's GET incarnation it may have taken over (held with
+   * no client, streams/held-get.ts), and the log length when it was sent, where a fresh stream
+   * would begin instead.
+   */
+  takeover?: { inc: Incarnation | undefined; freshFrom: number };
   /** Ended by the balancer's cut. */
   cut: boolean;
   /** Its end, when it came from the other side, is counted in the stats. */
@@ -742,8 +748,20 @@ class Model {
     });
     stream.phase = 'exact';
     stream.next = start;
-    // The fresh stream runs: it superseded the session's GET stream (E4).
-    stream.inc!.first = start;
+    const named = stream.buffer.find((b) => b.event.id !== undefined)?.event.id;
+    const held = stream.takeover?.inc;
+    const heldIds = new Set([...(held?.cursors.values() ?? [])].map(cursorIncarnation));
+    if (held && named !== undefined && heldIds.has(cursorIncarnation(named))) {
+      // Taken over: the same incarnation goes on, nothing superseded.
+      stream.inc = held;
+    } else {
+      if (stream.takeover && start < stream.takeover.freshFrom && heldIds.size > 0) {
+        this.fail(`${where}: a fresh stream (not the held one) begins at log #${start}, before the GET was sent (#${stream.takeover.freshFrom})`);
+      }
+      // The fresh stream runs: it superseded the session's GET stream (E4).
+      stream.inc!.first = start;
+      stream.resumedFrom = undefined;
+    }
     client.session.currentGet = stream.inc;
     // The cursors were checked as new in accept(); now they get their places.
     const lastCursor = stream.lastCursor;
@@ -807,6 +825,7 @@ class Model {
 
   /** A GET without Last-Event-ID (E4: supersedes), retried while the owner still holds the old one. */
   async plainGet(client: Client): Promise<void> {
+    const previous = client.stream;
     this.closeStream(client);
     client.stream = undefined;
     const session = client.session;
@@ -815,8 +834,46 @@ class Model {
       const from = session.log.length;
       const opened = await wireGet(this.target(route), this.headers(session, { accept: 'text/event-stream' }), REQUEST_MS);
       if (opened.kind === 'stream') {
-        if (opened.headers['mcp-resumption'] !== undefined) this.fail(`a plain GET answered with Mcp-Resumption: ${String(opened.headers['mcp-resumption'])}`);
         if (this.isLost(session)) this.fail(`plain GET on ${session.label}: a stream although its owner was killed`);
+        const held = this.fleet.journal && previous?.phase === 'exact' && previous.inc !== undefined && previous.inc === session.currentGet ? previous : undefined;
+        if (this.fleet.journal && opened.headers['mcp-resumption'] === 'new-stream') {
+          // A take-over that cannot go on from where the client that left stopped (the journal's
+          // window moved past it): decided as a resumption from there, so signalled, with no
+          // Last-Event-ID to echo, then a fresh stream. The held stream may be one the model does
+          // not follow: the gateway's own fresh GET after a call's resumption was signalled.
+          const reason = opened.headers['mcp-resumption-reason'];
+          const what = `plain GET ${client.name}/${session.label} via ${route.name}, taking ${held ? `held inc ${held.inc!.no} over from #${held.next}` : 'a held GET stream over'}`;
+          if (reason !== 'gap') {
+            opened.stream.close();
+            this.fail(`${what}: new-stream ${String(reason)} (only a moved window, a gap, stops a take-over)`);
+          }
+          this.note(`${what}: new-stream ${reason}`);
+          this.stats.newStream[reason] = (this.stats.newStream[reason] ?? 0) + 1;
+          const stream = this.newStreamModel(client, opened.stream, route, 'signal', undefined, from);
+          stream.signal = { reason, lastEventId: '' };
+          client.stream = stream;
+          await stream.conn.until(() => stream.conn.events.length > 0, EVENTS_MS);
+          this.drain(client);
+          if (stream.phase === 'signal') this.fail(`${what}: no stream_reset notification within ${EVENTS_MS} ms${stream.conn.ended ? ' (the stream ended)' : ''}`);
+          await this.settle(client, stream);
+          return;
+        }
+        if (opened.headers['mcp-resumption'] !== undefined) this.fail(`a plain GET answered with Mcp-Resumption: ${String(opened.headers['mcp-resumption'])}`);
+        if (this.fleet.journal) {
+          // The session's GET stream, held with no client, is taken over (streams/held-get.ts): it
+          // goes on as the same incarnation from after the last event the gateway wrote to the
+          // client that left (at or after what that client read); otherwise the stream is fresh
+          // from now. Which one is told by the incarnation its cursors name (resolveTail), and
+          // where it begins by probes, as after a signal.
+          const stream = this.newStreamModel(client, opened.stream, route, 'tail', this.newIncarnation(session), held ? held.next : from);
+          stream.takeover = { inc: held?.inc, freshFrom: from };
+          // A take-over is a continuation from the journal with no Last-Event-ID to echo.
+          if (held) stream.resumedFrom = '';
+          client.stream = stream;
+          this.note(`plain GET ${client.name}/${session.label} via ${route.name}: stream #${stream.no}, held inc ${held?.inc?.no ?? 'none'} from #${stream.from}, else fresh at #${from}`);
+          await this.settle(client, stream);
+          return;
+        }
         const inc = this.newIncarnation(session);
         inc.first = from;
         session.currentGet = inc;
@@ -1126,9 +1183,11 @@ class Model {
     // the journal (J3) may say first that it cannot go on: its pump is gone.
     for (const client of this.clients) {
       const stream = client.stream;
-      if (!stream || client.session.replica !== replica || stream.conn.ended) continue;
+      if (!stream || client.session.replica !== replica) continue;
+      // Also for a stream that has ended already (while another stream's end was awaited): what it
+      // received before its end is read below.
       if (this.fleet.journal && stream.resumedFrom !== undefined) stream.resets = { reasons: new Set(['owner_gone', 'gap']), lastEventId: stream.resumedFrom };
-      if (!(await stream.conn.until(() => stream.conn.ended, END_MS))) {
+      if (!stream.conn.ended && !(await stream.conn.until(() => stream.conn.ended, END_MS))) {
         this.fail(`${client.name} stream #${stream.no} (${stream.route.name}) did not end within ${END_MS} ms after its replica ${replica.id} was killed`);
       }
       this.drain(client);
@@ -1851,3 +1910,8 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED} (${describeFleet(FLEET)}
     t.equal(await resumptionMetrics(gateways, { outcome: 'new_stream', reason }), stats.newStream[reason] ?? 0, `new_stream ${reason}, as counted by the gateways`);
   }
 });
+
+/** The incarnation a cursor names (its second dot-separated part, cursor/codec.ts). */
+function cursorIncarnation(cursor: string): string {
+  return cursor.split('.')[1] ?? '';
+}
