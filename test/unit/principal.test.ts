@@ -53,7 +53,10 @@ t.test('another credential and an owner that fails the check or does not answer 
     owner.close();
   });
   const port = (owner.address() as { port: number }).port;
-  const config = parseConfig(`replicas: [{ id: r1, url: "http://127.0.0.1:${port}/mcp" }]\nsecurity: { principalCheckTimeoutMs: 200 }\n`, 'test.yaml', {});
+  // Time enough for an answer on a loaded machine, but for the owner that does not answer.
+  const withTimeout = (ms: number) => parseConfig(`replicas: [{ id: r1, url: "http://127.0.0.1:${port}/mcp" }]\nsecurity: { principalCheckTimeoutMs: ${ms} }\n`, 'test.yaml', {});
+  const answering = withTimeout(30_000);
+  let config = answering;
   const store = createMemoryStore();
   const logger = createLogger('silent');
   const upstreams = new Upstreams(config.upstream);
@@ -76,11 +79,13 @@ t.test('another credential and an owner that fails the check or does not answer 
   t.same(await principals.check(request, session, false), { kind: 'refused', code: 'GW_PRINCIPAL_UNVERIFIED', owner: 'r1' }, 'a 5xx');
   t.match(pings[0], /^POST Bearer new s1 .*"method":"ping"/, 'the owner was asked with a ping carrying the request\'s credential');
   answer = 'silent';
+  config = withTimeout(200);
   t.same(await principals.check(request, session, false), { kind: 'refused', code: 'GW_PRINCIPAL_UNVERIFIED', owner: 'r1' }, 'no answer within principalCheckTimeoutMs');
   t.equal((await store.touchSession('s1', 60_000))?.principal, bound, 'the session keeps its principal');
   t.same(await principals.check(request, session, true), { kind: 'refused', code: 'GW_PRINCIPAL_REFUSED', owner: 'r1' }, 'the owner gone: nobody is asked');
   t.equal(pings.length, 2, 'no ping to a gone owner');
   answer = 'accept';
+  config = answering;
   t.same(await principals.check(request, session, false), { kind: 'allowed' }, 'accepted');
   t.equal((await store.touchSession('s1', 60_000))?.principal, await principals.of(request.headers), 'and the session bound to it');
   t.same(await principals.check({ headers: { authorization: 'Bearer old' }, url: '/mcp' }, session, true), { kind: 'allowed' }, 'its bound principal is served with the owner gone');
