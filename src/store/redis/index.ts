@@ -38,7 +38,6 @@ import {
   fingerprintsKey,
   generationKey,
   incarnationKey,
-  incarnationKeyPrefix,
   incarnationsKey,
   journalKey,
   noteChannelPrefix,
@@ -61,6 +60,9 @@ export interface RedisStoreOptions extends ConnectionOptions {
 }
 
 function ignoreError(): void {}
+
+/** How many times releaseHeldGet reads the session's current GET again when a newer one replaced it. */
+const RELEASE_ATTEMPTS = 3;
 
 /** A session's fields, in the order toRecord() reads them. */
 const SESSION_FIELDS = ['sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt'] as const;
@@ -344,14 +346,16 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     releaseHeldGet(sessionId: string): Promise<HeldGetRelease> {
       return run('releaseHeldGet', async () => {
-        const reply = await client.gwReleaseHeldGet(
-          key(sessionId),
-          Date.now(),
-          incarnationKeyPrefix(opts.keyPrefix, sessionId),
-          noteChannelPrefix(opts.keyPrefix, sessionId),
-        );
-        if (reply !== 'asked' && reply !== 'tailed' && reply !== 'none') throw new Error(`unexpected releaseHeldGet reply: ${String(reply)}`);
-        return reply;
+        // The current GET's id first, then the script on its keys; a GET that became current in
+        // between is read again (a bounded number of times: each such GET superseded the last).
+        for (let attempt = 0; attempt < RELEASE_ATTEMPTS; attempt++) {
+          const current = await client.hget(key(sessionId), 'getInc');
+          if (current === null) return 'none';
+          const reply = await client.gwReleaseHeldGet(key(sessionId), incarnationKey(opts.keyPrefix, sessionId, current), Date.now(), current, channel(sessionId, current));
+          if (reply === 'asked' || reply === 'tailed' || reply === 'none') return reply;
+          if (reply !== 'moved') throw new Error(`unexpected releaseHeldGet reply: ${String(reply)}`);
+        }
+        return 'none';
       });
     },
 

@@ -19,16 +19,7 @@ export function sessionKey(keyPrefix: string, sessionId: string): string {
  * id comes last and raw: braces after the tag do not move it.
  */
 export function incarnationKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
-  return incarnationKeyPrefix(keyPrefix, sessionId) + incarnationId;
-}
-
-/**
- * What the records of a session's incarnations begin with: for a script that finds the
- * incarnation in the session's record (its current GET) and so cannot be handed its key. The key
- * is in the session's slot, as every key the script is handed.
- */
-export function incarnationKeyPrefix(keyPrefix: string, sessionId: string): string {
-  return `${keyPrefix}:{${sessionTag(sessionId)}}:inc:`;
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:inc:${incarnationId}`;
 }
 
 /**
