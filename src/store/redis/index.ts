@@ -29,6 +29,7 @@ import {
   type Store,
   type TaskRecord,
 } from '../types.js';
+import { checkAccess } from './access.js';
 import { JournalEnds } from './journal-cut.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
@@ -72,8 +73,22 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     throw new GatewayError('GW_CONFIG_INVALID', `store key prefix must not contain braces: ${opts.keyPrefix}`);
   }
   const connection: Redis | Cluster = connect(opts);
+  /** The connection's last error since it was last ready: why a command fails (checkAccess tells it). */
+  let connectionError: Error | undefined;
+  /** While checkAccess runs, it tells what went wrong: the errors are not reported as well. */
+  let checking = false;
   // Without a listener, an 'error' event would crash the process.
-  connection.on('error', opts.onError ?? ignoreError);
+  connection.on('error', (err: Error) => {
+    connectionError = err;
+    if (!checking) (opts.onError ?? ignoreError)(err);
+  });
+  // A Cluster reports a node's failure (a refused login, an untrusted certificate) only here.
+  connection.on('node error', (err: Error) => {
+    connectionError = err;
+  });
+  connection.on('ready', () => {
+    connectionError = undefined;
+  });
   const client = defineScripts(connection);
   const run = createRunner(client, opts);
   const bindings = bindingsChannel(opts.keyPrefix);
@@ -439,6 +454,18 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       return run('ping', async () => {
         await client.ping();
       });
+    },
+
+    async checkAccess(timeoutMs: number): Promise<void> {
+      checking = true;
+      try {
+        await checkAccess(
+          { client, run, keyPrefix: opts.keyPrefix, connectionError: () => connectionError, subscriber: (onError) => createSubscriber(opts, onError) },
+          timeoutMs,
+        );
+      } finally {
+        checking = false;
+      }
     },
 
     async close(): Promise<void> {

@@ -74,6 +74,18 @@ export function fingerprintsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:key-fingerprints`;
 }
 
+/**
+ * What the start check (access.ts) writes and deletes at once, one key of each type the gateway
+ * uses (string, hash, list, sorted set), and the channel it subscribes and publishes to.
+ */
+export function accessKeys(keyPrefix: string): [string, string, string, string] {
+  return ['s', 'h', 'l', 'z'].map((type) => `${keyPrefix}:{fleet}:access:${type}`) as [string, string, string, string];
+}
+
+export function accessChannel(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:access`;
+}
+
 /** The one hash that holds every replica's fleet epoch. */
 export function epochsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:epochs`;
