@@ -55,12 +55,15 @@ const REDIS_CODE = /\b(WRONGPASS|NOAUTH|NOPERM)\b/;
  * store refusing the gateway; undefined for anything that may pass (unreachable, timed out).
  */
 export function refusalOf(err: unknown): string | undefined {
-  for (let at: unknown = err, depth = 0; at instanceof Error && depth < 4; depth++) {
+  // The innermost error that says it: a StoreError repeats its cause's message.
+  const chain: Error[] = [];
+  for (let at: unknown = err; at instanceof Error && chain.length < 4; at = (at as { lastNodeError?: unknown }).lastNodeError ?? at.cause) chain.push(at);
+  for (const at of chain.reverse()) {
     const code = (at as NodeJS.ErrnoException).code;
+    const tls = code === undefined ? undefined : REFUSALS[code];
+    if (tls !== undefined) return `${tls}: ${at.message.includes(code!) ? '' : `${code} `}${at.message}`;
     const redisCode = REDIS_CODE.exec(at.message)?.[1];
-    const cause = (code !== undefined ? REFUSALS[code] : undefined) ?? (redisCode !== undefined ? REFUSALS[redisCode] : undefined);
-    if (cause !== undefined) return `${cause}: ${code !== undefined && !at.message.includes(code) ? `${code} ` : ''}${at.message}`;
-    at = (at as { lastNodeError?: unknown }).lastNodeError ?? at.cause;
+    if (redisCode !== undefined) return `${REFUSALS[redisCode]!}: ${at.message}`;
   }
   return undefined;
 }

@@ -29,7 +29,7 @@ import {
   type Store,
   type TaskRecord,
 } from '../types.js';
-import { checkAccess } from './access.js';
+import { checkAccess, refusalOf } from './access.js';
 import { JournalEnds } from './journal-cut.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
@@ -73,19 +73,24 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     throw new GatewayError('GW_CONFIG_INVALID', `store key prefix must not contain braces: ${opts.keyPrefix}`);
   }
   const connection: Redis | Cluster = connect(opts);
-  /** The connection's last error since it was last ready: why a command fails (checkAccess tells it). */
+  /**
+   * Why the connection fails, since it was last ready (checkAccess tells it): a refusal says most
+   * and stays, then a system error (ECONNREFUSED); ioredis's own follow-ups ("Stream isn't
+   * writeable") say nothing of the cause. A refused TLS client certificate alternates with resets.
+   */
   let connectionError: Error | undefined;
+  const noteError = (err: Error): void => {
+    if (refusalOf(err) !== undefined || (refusalOf(connectionError) === undefined && (err as NodeJS.ErrnoException).code !== undefined)) connectionError = err;
+  };
   /** While checkAccess runs, it tells what went wrong: the errors are not reported as well. */
   let checking = false;
   // Without a listener, an 'error' event would crash the process.
   connection.on('error', (err: Error) => {
-    connectionError = err;
+    noteError(err);
     if (!checking) (opts.onError ?? ignoreError)(err);
   });
   // A Cluster reports a node's failure (a refused login, an untrusted certificate) only here.
-  connection.on('node error', (err: Error) => {
-    connectionError = err;
-  });
+  connection.on('node error', noteError);
   connection.on('ready', () => {
     connectionError = undefined;
   });
