@@ -96,7 +96,7 @@ function noDefaultFile(file: string): string {
 }
 
 async function run(config: Config, file: string): Promise<number> {
-  const [{ Registry }, { logReload, processLog, readForReload, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { createStore }] = await Promise.all([
+  const [{ Registry }, { logReload, logStartFailure, processLog, readForReload, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { createStore }] = await Promise.all([
     import('prom-client'),
     import('./lifecycle.js'),
     import('./logger.js'),
@@ -110,7 +110,14 @@ async function run(config: Config, file: string): Promise<number> {
     const { runPrimary } = await import('./workers/primary.js');
     return runPrimary({ config, file, count: workers.count, logger, destination, secrets });
   }
-  const store = createStore(config.store, logger);
+  let store;
+  try {
+    store = createStore(config.store, logger);
+  } catch (err) {
+    logStartFailure(logger, err);
+    await flushLog(destination);
+    return 1;
+  }
   const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets });
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
 
@@ -127,7 +134,7 @@ async function run(config: Config, file: string): Promise<number> {
   try {
     await gateway.listen();
   } catch (err) {
-    logger.fatal({ err }, 'cannot listen');
+    logStartFailure(logger, err);
     await gateway.close().catch(() => undefined);
     await flushLog(destination);
     return 1;

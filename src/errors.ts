@@ -37,6 +37,10 @@ export const ERROR_CODES = {
   GW_CONFIG_INVALID: { meaning: 'the configuration file does not validate' },
   GW_CONFIG_UNREADABLE: { meaning: 'the configuration file cannot be read or parsed' },
   GW_CURSOR_SECRET_INVALID: { meaning: 'the cursor secret is not a string or Buffer of at least 32 bytes' },
+  GW_STORE_REFUSED: {
+    meaning:
+      "at start, the store refused the gateway for good: its TLS certificate is not trusted (store.tls), the credentials are wrong, or the store's user lacks a permission (docs/security.md); the gateway exits 1. Later, the same is a store outage (GW_STORE_UNAVAILABLE)",
+  },
   GW_SESSION_NOT_FOUND: {
     status: 404,
     rpc: -32001,
@@ -234,6 +238,14 @@ export class StoreError extends GatewayError {
   ) {
     super('GW_STORE_UNAVAILABLE', `store operation ${op} failed: ${describe(options.cause)}`, options);
     this.name = 'StoreError';
+  }
+}
+
+/** The store refused the gateway for good (checked at start): `message` names the cause in one line. */
+export class StoreRefusedError extends GatewayError {
+  constructor(message: string) {
+    super('GW_STORE_REFUSED', message);
+    this.name = 'StoreRefusedError';
   }
 }
 

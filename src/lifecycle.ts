@@ -8,6 +8,7 @@ import type { Counter } from 'prom-client';
 import { ConfigError, loadConfig } from './config/load.js';
 import { RESTART_ONLY, type ReloadPlan } from './config/reload.js';
 import type { Config } from './config/schema.js';
+import { GatewayError } from './errors.js';
 import { createLogger, LogSecrets, stdoutDestination, type LogDestination, type Logger } from './logger.js';
 
 export interface ProcessLog {
@@ -100,4 +101,14 @@ export function stopOnSignals(
     };
     for (const signal of signals) process.on(signal, stop);
   });
+}
+
+/**
+ * Says why the gateway could not start, in one line: a GatewayError (the store refused the
+ * gateway, a TLS file unreadable) by its code and message alone, as nothing in its stack would
+ * help an operator; anything else with its stack, as the fault it is.
+ */
+export function logStartFailure(logger: Logger, err: unknown): void {
+  if (err instanceof GatewayError) logger.fatal({ code: err.code }, err.message);
+  else logger.fatal({ err }, 'cannot listen');
 }

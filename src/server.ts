@@ -26,7 +26,7 @@ import { KeyAgreement } from './cursor/key-agreement.js';
 import { OpenStreams } from './streams/open.js';
 import { Pumps } from './streams/pumps.js';
 import { explainCursor, viewSession, type ExplainDeps } from './resumption/explain.js';
-import { retryWithin } from './retry.js';
+import { isStoreError } from './errors.js';
 import { SseStreams } from './streams/sse-streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';
 import { instrumentStore } from './store/instrument.js';
@@ -267,11 +267,14 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
 
 /**
  * Gives the store its first connection before taking requests, so that a gateway starting beside
- * a healthy Redis does not answer 503 for its first milliseconds. A store still down after the
- * connect timeout does not stop the gateway: it starts unready (/readyz says why) and recovers.
+ * a healthy Redis does not answer 503 for its first milliseconds, and checks that the store lets
+ * the gateway do what it does. A store still down after the connect timeout does not stop the
+ * gateway: it starts unready (/readyz says why) and recovers. A store that refuses it (an untrusted
+ * certificate, wrong credentials, a missing permission) stops the start: nothing would fix itself.
  */
 async function waitForStore(store: Store, timeoutMs: number, logger: Logger): Promise<void> {
-  await retryWithin(timeoutMs, { firstMs: 10, maxMs: 200 }, () => store.ping()).catch((err: unknown) => {
-    logger.warn({ err: (err as Error).message }, 'the store does not answer yet; starting unready');
+  await store.checkAccess(timeoutMs).catch((err: unknown) => {
+    if (!isStoreError(err)) throw err;
+    logger.warn({ err: err.message }, 'the store does not answer yet; starting unready');
   });
 }

@@ -3,7 +3,8 @@
  * the schema with defaults filled in, and one problem per line naming the key path and the line
  * in the file. The result is frozen: nothing changes the configuration after it is loaded.
  */
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isMap, isScalar, isSeq, LineCounter, parse as parseYaml, parseDocument, visit, type Document, type Node } from 'yaml';
 import { GatewayError } from '../errors.js';
@@ -309,7 +310,48 @@ function storeProblems(store: Record<string, unknown>): { path: Path; message: s
       }
     });
   }
+  const tls = store['tls'];
+  if (isRecord(tls)) problems.push(...tlsProblems(store, tls));
   return problems;
+}
+
+/** TLS options that would apply to no connection, a certificate without its key, and files that cannot be read. */
+function tlsProblems(store: Record<string, unknown>, tls: Record<string, unknown>): { path: Path; message: string }[] {
+  const problems: { path: Path; message: string }[] = [];
+  const urls = isRecord(store['cluster'])
+    ? store['cluster']['nodes']
+    : isRecord(store['sentinel'])
+      ? [store['url'], ...(Array.isArray(store['sentinel']['nodes']) ? (store['sentinel']['nodes'] as unknown[]) : [])]
+      : [store['url']];
+  const secure = Array.isArray(urls) && urls.some((url) => typeof url === 'string' && url.startsWith('rediss://'));
+  if (store['type'] !== 'redis') problems.push({ path: ['store', 'tls'], message: 'store.tls needs store.type: redis' });
+  else if (!secure) {
+    problems.push({ path: ['store', 'tls'], message: 'store.tls applies to rediss:// connections only, and none is configured: write rediss:// in the store URLs' });
+  }
+  for (const [key, other] of [['cert', 'key'], ['key', 'cert']] as const) {
+    if (typeof tls[key] === 'string' && tls[other] === undefined) {
+      problems.push({ path: ['store', 'tls', key], message: `store.tls.${key} needs store.tls.${other}` });
+    }
+  }
+  for (const key of ['ca', 'cert', 'key'] as const) {
+    const file = tls[key];
+    if (typeof file !== 'string' || file === '') continue;
+    const unreadable = unreadableFile(file);
+    if (unreadable !== undefined) problems.push({ path: ['store', 'tls', key], message: unreadable });
+  }
+  return problems;
+}
+
+/** Why `file` cannot be read, or undefined when it can. */
+export function unreadableFile(file: string): string | undefined {
+  try {
+    accessSync(file, constants.R_OK);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : String(code ?? err);
+    return `cannot read ${resolve(file)}: ${reason}`;
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -88,6 +88,44 @@ export const ConfigSchema = Type.Object(
             { additionalProperties: false },
           ),
         ),
+        tls: Type.Optional(
+          Type.Object(
+            {
+              ca: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description:
+                    "store.tls (type redis), the TLS of every store connection whose URL is rediss:// (store.url, the store.cluster nodes and the nodes they announce, the store.sentinel nodes; unset: Node's defaults, no client certificate; file paths relative to the working directory): PEM file of the certificate authorities that sign the servers' certificates, trusted instead of Node's own list; read at start",
+                }),
+              ),
+              cert: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description: "store.tls: PEM file of the gateway's client certificate, for a Redis that requires one (tls-auth-clients yes); with store.tls.key; read at start",
+                }),
+              ),
+              key: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description: "store.tls: PEM file of the client certificate's private key (not encrypted), with store.tls.cert; read at start, never logged",
+                }),
+              ),
+              servername: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description:
+                    "store.tls: the name every server's certificate is checked against, and sent as SNI, instead of the host of each node's URL: for nodes reached by an address their certificate does not name (Cluster nodes announce their IP addresses, Sentinel gives the master's)",
+                }),
+              ),
+              rejectUnauthorized: Type.Boolean({
+                default: true,
+                description:
+                  "store.tls: verify each server's certificate (its chain up to a trusted authority, and its name); false accepts any certificate, so that anyone on the path can read and change the store's traffic",
+              }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
         keyPrefix: Type.String({
           pattern: '^[A-Za-z0-9:._-]{1,64}$',
           default: 'mcpgw',

@@ -27,6 +27,8 @@ export class KeyAgreement {
   readonly instanceId: string;
   #disagreeing: readonly string[] = [];
   readonly #logged = new Set<string>();
+  /** Whether a fingerprint may be in the store: a start that stopped before the first tick has none to withdraw. */
+  #published = false;
 
   constructor(
     private readonly deps: { keys: CursorKeys; store: Store; logger: Logger; metrics: Metrics; instanceId?: string },
@@ -37,6 +39,8 @@ export class KeyAgreement {
   /** Publishes this instance's fingerprint and compares; rejects with a StoreError. */
   async check(intervalMs: number): Promise<void> {
     const { fingerprint } = await this.deps.keys.codec();
+    // Set before the write: one that failed may still have reached the store.
+    this.#published = true;
     const all = await this.deps.store.publishKeyFingerprint(this.instanceId, fingerprint, Math.max(MIN_ALIVE_MS, intervalMs * TICKS_ALIVE));
     const disagreeing = Object.keys(all).filter((id) => id !== this.instanceId && all[id] !== fingerprint).sort();
     for (const id of disagreeing) {
@@ -58,6 +62,7 @@ export class KeyAgreement {
    * store that does not answer is logged; the entry then expires as after a crash.
    */
   async withdraw(): Promise<void> {
+    if (!this.#published) return;
     await this.deps.store.withdrawKeyFingerprint(this.instanceId).catch((err: unknown) => {
       this.deps.logger.warn({ err }, 'could not withdraw the cursor key fingerprint from the store: the other instances count this one until it expires');
     });

@@ -514,6 +514,10 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       assertOpen('ping');
     },
 
+    async checkAccess(): Promise<void> {
+      assertOpen('checkAccess');
+    },
+
     async close(): Promise<void> {
       closed = true;
       watchers.clear();

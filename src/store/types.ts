@@ -439,5 +439,14 @@ export interface Store {
   /** Resolves when the store answers; rejects with a StoreError otherwise. */
   ping(): Promise<void>;
 
+  /**
+   * At start: resolves once the store answers and lets the gateway do everything it does (every
+   * command, on its keys and channels); rejects with StoreRefusedError, naming the cause, when it
+   * refuses the gateway for good (a certificate, the credentials, a permission), or with a
+   * StoreError when it does not answer within `timeoutMs`. Meanwhile the store's connection errors
+   * are the check's to tell, not reported as they happen.
+   */
+  checkAccess(timeoutMs: number): Promise<void>;
+
   close(): Promise<void>;
 }

@@ -8,7 +8,7 @@
 import { Registry } from 'prom-client';
 import type { Config } from '../config/schema.js';
 import { newInstanceId } from '../cursor/key-agreement.js';
-import { processLog, stopOnSignals } from '../lifecycle.js';
+import { logStartFailure, processLog, stopOnSignals } from '../lifecycle.js';
 import { flushLog } from '../logger.js';
 import { buildServer, type Gateway } from '../server.js';
 import { createStore } from '../store/index.js';
@@ -46,7 +46,7 @@ export async function runWorker(): Promise<number> {
   try {
     ({ mcpUrl } = await gateway.listen({ admin: false }));
   } catch (err) {
-    logger.fatal({ err }, 'cannot listen');
+    logStartFailure(logger, err);
     await gateway.close().catch(() => undefined);
     await flushLog(destination);
     return 1;

@@ -7,6 +7,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
+import { connect as connectTls, type ConnectionOptions } from 'node:tls';
 import { join } from 'node:path';
 import { READY_DEADLINE_MS, spawnProcess, type Teardown } from './processes.js';
 import { waitFor } from './wait.js';
@@ -33,7 +34,7 @@ export interface RedisProcess {
  * Starts `redis-server` with `args` (which must bind `port`), logging to `<dir>/<logfile>`, and
  * waits until it answers PING as itself: another test file may have taken the port meanwhile.
  */
-export async function spawnRedis(t: Teardown, opts: { dir: string; port: number; logfile: string; args: string[] }): Promise<RedisProcess> {
+export async function spawnRedis(t: Teardown, opts: { dir: string; port: number; logfile: string; args: string[]; via?: Via }): Promise<RedisProcess> {
   const proc = spawnProcess('redis-server', opts.args, { cwd: opts.dir, t });
   const exited = proc.exited.then(() => undefined);
   const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
@@ -43,8 +44,8 @@ export async function spawnRedis(t: Teardown, opts: { dir: string; port: number;
   let ours = false;
   await waitFor(`redis-server on port ${opts.port} answering PING`, READY_DEADLINE_MS, async () => {
     if (proc.exit !== undefined) return true;
-    if ((await command(opts.port, ['PING']).catch(() => '')) !== 'PONG') return false;
-    const info = await command(opts.port, ['INFO', 'server']);
+    if ((await command(opts.port, ['PING'], opts.via).catch(() => '')) !== 'PONG') return false;
+    const info = await command(opts.port, ['INFO', 'server'], opts.via);
     ours = typeof info === 'string' && info.includes(`process_id:${proc.pid}\r\n`);
     return true;
   }).catch(() => undefined);
@@ -65,21 +66,34 @@ export async function settled<T>(starts: Promise<T>[]): Promise<T[]> {
   return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }
 
+/** How to reach a server that speaks TLS only, or that wants a login: what `command` sends first. */
+export interface Via {
+  readonly tls?: ConnectionOptions;
+  /** User and password, sent as AUTH before the command. */
+  readonly auth?: readonly [string, string];
+}
+
 /** Sends one command over a fresh connection; an error reply resolves as an Error, a closed connection rejects. */
-export function command(port: number, args: string[]): Promise<Reply> {
-  const payload = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+export function command(port: number, args: string[], via: Via = {}): Promise<Reply> {
+  const commands = via.auth === undefined ? [args] : [['AUTH', ...via.auth], args];
+  const payload = commands.map((c) => `*${c.length}\r\n${c.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`).join('');
   return new Promise((resolve, reject) => {
-    const socket = createConnection({ port, host: '127.0.0.1' });
+    const socket = via.tls === undefined ? createConnection({ port, host: '127.0.0.1' }) : connectTls({ port, host: '127.0.0.1', ...via.tls });
     let buffer = Buffer.alloc(0);
     socket.setTimeout(COMMAND_DEADLINE_MS, () => socket.destroy(new Error(`${args[0]} timed out`)));
-    socket.on('connect', () => socket.write(payload));
+    socket.on(via.tls === undefined ? 'connect' : 'secureConnect', () => socket.write(payload));
     socket.on('data', (chunk: Buffer) => {
       buffer = Buffer.concat([buffer, chunk]);
-      const parsed = parse(buffer, 0);
-      if (parsed !== undefined) {
-        socket.destroy();
-        resolve(parsed.value);
+      const replies: Reply[] = [];
+      for (let at = 0; replies.length < commands.length; ) {
+        const parsed = parse(buffer, at);
+        if (parsed === undefined) return;
+        replies.push(parsed.value);
+        at = parsed.end;
       }
+      socket.destroy();
+      // A refused login is the answer: the command was not run.
+      resolve(replies[0] instanceof Error ? replies[0] : replies[replies.length - 1]!);
     });
     socket.on('error', reject);
     socket.on('close', () => reject(new Error(`${args[0]}: connection closed without a reply`)));

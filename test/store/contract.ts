@@ -56,10 +56,12 @@ const REDIS_TICK_MS = 200;
  * stores of different fleets are: keys and channels are all under the prefix), and every client the
  * test made closed at the end.
  */
-export function redisHarness(makeStore: (keyPrefix: string) => Store): () => Promise<StoreHarness> {
+export function redisHarness(makeStore: (keyPrefix: string) => Store, prepare?: (keyPrefix: string) => Promise<void>): () => Promise<StoreHarness> {
   let made = 0;
   return async () => {
     const keyPrefix = `contract-${++made}`;
+    // A backend that lets each prefix in on its own (an ACL user per fleet) is told of it first.
+    await prepare?.(keyPrefix);
     const stores = [makeStore(keyPrefix)];
     return {
       store: stores[0]!,

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
 
@@ -44,4 +47,26 @@ t.test('nodes must log in the same way, have no database, and parse', async (t) 
     `${FILE}:6: store.sentinel.name: expected at least 1 characters`,
     `${FILE}:6: store.sentinel.nodes: expected at least 1 item(s)`,
   ]);
+});
+
+t.test('store.tls: its files are checked at load, and it must apply to a rediss:// connection', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gw-tls-config-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const ca = join(dir, 'ca.pem');
+  writeFileSync(ca, 'not read here');
+  const loaded = parseConfig(`${REPLICA}store:\n  type: redis\n  url: rediss://h:6380\n  tls: { ca: "${ca}", servername: redis.internal }\n`, FILE, {});
+  t.strictSame(loaded.store.tls, { ca, servername: 'redis.internal', rejectUnauthorized: true }, 'verification is on by default');
+  const missing = join(dir, 'nope.pem');
+  t.strictSame(problems(`store:\n  type: redis\n  url: rediss://h:6380\n  tls:\n    ca: "${missing}"\n    cert: "${ca}"\n`), [
+    `${FILE}:8: store.tls.ca: cannot read ${missing}: no such file`,
+    `${FILE}:9: store.tls.cert: store.tls.cert needs store.tls.key`,
+  ]);
+  t.strictSame(problems(`store:\n  type: redis\n  url: redis://h:6379\n  tls: { ca: "${ca}" }\n`), [
+    `${FILE}:7: store.tls: store.tls applies to rediss:// connections only, and none is configured: write rediss:// in the store URLs`,
+  ]);
+  t.strictSame(problems(`store:\n  type: redis\n  url: redis://h:6379\n  sentinel: { name: m, nodes: ["rediss://s1:26379"] }\n  tls: { ca: "${ca}" }\n`), [], 'TLS to the sentinels only');
+  t.strictSame(problems(`store:\n  type: redis\n  cluster: { nodes: ["redis://h1:7000"] }\n  url: rediss://unused:6380\n  tls: { ca: "${ca}" }\n`), [
+    `${FILE}:8: store.tls: store.tls applies to rediss:// connections only, and none is configured: write rediss:// in the store URLs`,
+  ], 'a cluster does not use store.url');
+  t.strictSame(problems(`store:\n  tls: { ca: "${ca}" }\n`), [`${FILE}:5: store.tls: store.tls needs store.type: redis`]);
 });

@@ -4,7 +4,11 @@
  * and reconnection forever in the background (CONTRACT.md §7).
  */
 
+import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+
+/** The TLS of every rediss:// connection (store.tls, its files read): certificates in PEM. */
+export type StoreTls = Pick<TlsOptions, 'ca' | 'cert' | 'key' | 'servername' | 'rejectUnauthorized'>;
 
 /** Where the store's Redis is and how long to wait for it. */
 export interface ConnectionOptions {
@@ -14,6 +18,8 @@ export interface ConnectionOptions {
   cluster?: { readonly nodes: readonly string[] } | undefined;
   /** The master that these sentinels (URLs, their own credentials) know by `name`. */
   sentinel?: { readonly nodes: readonly string[]; readonly name: string } | undefined;
+  /** Applied to every connection whose URL is rediss:// (a discovered cluster node: as its seeds); unset: Node's defaults. */
+  tls?: StoreTls | undefined;
   connectTimeoutMs: number;
   commandTimeoutMs: number;
 }
@@ -22,7 +28,7 @@ export interface ConnectionOptions {
 const backoff = (attempt: number): number => Math.min(50 * 2 ** attempt, 1000);
 
 /** Where one node is and how to log in to it, from its URL; nothing of it is ever logged. */
-function nodeOptions(url: string): { host: string; port: number; username?: string; password?: string; db?: number; tls?: object } {
+function nodeOptions(url: string, tls: StoreTls = {}): { host: string; port: number; username?: string; password?: string; db?: number; tls?: StoreTls } {
   const parsed = new URL(url);
   const db = Number(parsed.pathname.slice(1) || '0');
   return {
@@ -32,7 +38,7 @@ function nodeOptions(url: string): { host: string; port: number; username?: stri
     ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
     ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
     ...(Number.isSafeInteger(db) && db > 0 ? { db } : {}),
-    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: { ...tls } } : {}),
   };
 }
 
@@ -61,10 +67,13 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     maxRetriesPerRequest: 0,
     // ...and is never resent later, after its caller has been told that it failed.
     autoResendUnfulfilledCommands: false,
+    // CLIENT SETINFO names the library to the server: a command the store's user need not be
+    // granted (docs/security.md, Redis ACL).
+    disableClientInfo: true,
   } satisfies RedisOptions;
 
   if (opts.cluster) {
-    const seeds = opts.cluster.nodes.map(nodeOptions);
+    const seeds = opts.cluster.nodes.map((url) => nodeOptions(url, opts.tls));
     // The cluster logs in to every node it discovers the same way; the configuration checks that
     // the seeds agree (src/config/load.ts).
     const { username, password, tls } = seeds[0] ?? {};
@@ -93,9 +102,9 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
   }
 
   if (opts.sentinel) {
-    const sentinels = opts.sentinel.nodes.map(nodeOptions);
+    const sentinels = opts.sentinel.nodes.map((url) => nodeOptions(url, opts.tls));
     const { username: sentinelUsername, password: sentinelPassword, tls: sentinelTLS } = sentinels[0] ?? {};
-    const { username, password, db, tls } = nodeOptions(opts.url);
+    const { username, password, db, tls } = nodeOptions(opts.url, opts.tls);
     return new Redis({
       ...failFast,
       sentinels: sentinels.map(({ host, port }) => ({ host, port })),
@@ -125,8 +134,15 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     });
   }
 
-  return new Redis(opts.url, {
+  const { host, port, username, password, db, tls } = nodeOptions(opts.url, opts.tls);
+  return new Redis({
     ...failFast,
+    host,
+    port,
+    username,
+    password,
+    db,
+    tls,
     // No queue while disconnected: a command fails at once instead of waiting for a reconnection.
     enableOfflineQueue: false,
     retryStrategy: backoff,

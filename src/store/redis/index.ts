@@ -29,6 +29,7 @@ import {
   type Store,
   type TaskRecord,
 } from '../types.js';
+import { checkAccess, refusalOf } from './access.js';
 import { JournalEnds } from './journal-cut.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
@@ -38,7 +39,6 @@ import {
   fingerprintsKey,
   generationKey,
   incarnationKey,
-  incarnationKeyPrefix,
   incarnationsKey,
   journalKey,
   noteChannelPrefix,
@@ -62,6 +62,9 @@ export interface RedisStoreOptions extends ConnectionOptions {
 
 function ignoreError(): void {}
 
+/** How many times releaseHeldGet reads the session's current GET again when a newer one replaced it. */
+const RELEASE_ATTEMPTS = 3;
+
 /** A session's fields, in the order toRecord() reads them. */
 const SESSION_FIELDS = ['sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt'] as const;
 
@@ -70,8 +73,27 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     throw new GatewayError('GW_CONFIG_INVALID', `store key prefix must not contain braces: ${opts.keyPrefix}`);
   }
   const connection: Redis | Cluster = connect(opts);
+  /**
+   * Why the connection fails, since it was last ready (checkAccess tells it): a refusal says most
+   * and stays, then a system error (ECONNREFUSED); ioredis's own follow-ups ("Stream isn't
+   * writeable") say nothing of the cause. A refused TLS client certificate alternates with resets.
+   */
+  let connectionError: Error | undefined;
+  const noteError = (err: Error): void => {
+    if (refusalOf(err) !== undefined || (refusalOf(connectionError) === undefined && (err as NodeJS.ErrnoException).code !== undefined)) connectionError = err;
+  };
+  /** While checkAccess runs, it tells what went wrong: the errors are not reported as well. */
+  let checking = false;
   // Without a listener, an 'error' event would crash the process.
-  connection.on('error', opts.onError ?? ignoreError);
+  connection.on('error', (err: Error) => {
+    noteError(err);
+    if (!checking) (opts.onError ?? ignoreError)(err);
+  });
+  // A Cluster reports a node's failure (a refused login, an untrusted certificate) only here.
+  connection.on('node error', noteError);
+  connection.on('ready', () => {
+    connectionError = undefined;
+  });
   const client = defineScripts(connection);
   const run = createRunner(client, opts);
   const bindings = bindingsChannel(opts.keyPrefix);
@@ -344,14 +366,16 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     releaseHeldGet(sessionId: string): Promise<HeldGetRelease> {
       return run('releaseHeldGet', async () => {
-        const reply = await client.gwReleaseHeldGet(
-          key(sessionId),
-          Date.now(),
-          incarnationKeyPrefix(opts.keyPrefix, sessionId),
-          noteChannelPrefix(opts.keyPrefix, sessionId),
-        );
-        if (reply !== 'asked' && reply !== 'tailed' && reply !== 'none') throw new Error(`unexpected releaseHeldGet reply: ${String(reply)}`);
-        return reply;
+        // The current GET's id first, then the script on its keys; a GET that became current in
+        // between is read again (a bounded number of times: each such GET superseded the last).
+        for (let attempt = 0; attempt < RELEASE_ATTEMPTS; attempt++) {
+          const current = await client.hget(key(sessionId), 'getInc');
+          if (current === null) return 'none';
+          const reply = await client.gwReleaseHeldGet(key(sessionId), incarnationKey(opts.keyPrefix, sessionId, current), Date.now(), current, channel(sessionId, current));
+          if (reply === 'asked' || reply === 'tailed' || reply === 'none') return reply;
+          if (reply !== 'moved') throw new Error(`unexpected releaseHeldGet reply: ${String(reply)}`);
+        }
+        return 'none';
       });
     },
 
@@ -435,6 +459,18 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       return run('ping', async () => {
         await client.ping();
       });
+    },
+
+    async checkAccess(timeoutMs: number): Promise<void> {
+      checking = true;
+      try {
+        await checkAccess(
+          { client, run, keyPrefix: opts.keyPrefix, connectionError: () => connectionError, subscriber: (onError) => createSubscriber(opts, onError) },
+          timeoutMs,
+        );
+      } finally {
+        checking = false;
+      }
     },
 
     async close(): Promise<void> {

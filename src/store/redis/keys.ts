@@ -19,16 +19,7 @@ export function sessionKey(keyPrefix: string, sessionId: string): string {
  * id comes last and raw: braces after the tag do not move it.
  */
 export function incarnationKey(keyPrefix: string, sessionId: string, incarnationId: string): string {
-  return incarnationKeyPrefix(keyPrefix, sessionId) + incarnationId;
-}
-
-/**
- * What the records of a session's incarnations begin with: for a script that finds the
- * incarnation in the session's record (its current GET) and so cannot be handed its key. The key
- * is in the session's slot, as every key the script is handed.
- */
-export function incarnationKeyPrefix(keyPrefix: string, sessionId: string): string {
-  return `${keyPrefix}:{${sessionTag(sessionId)}}:inc:`;
+  return `${keyPrefix}:{${sessionTag(sessionId)}}:inc:${incarnationId}`;
 }
 
 /**
@@ -81,6 +72,18 @@ export function bindingsChannel(keyPrefix: string): string {
 /** Each gateway instance's cursor-key fingerprint, to tell instances that disagree on cursor.secret. */
 export function fingerprintsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:key-fingerprints`;
+}
+
+/**
+ * What the start check (access.ts) writes and deletes at once, one key of each type the gateway
+ * uses (string, hash, list, sorted set), and the channel it subscribes and publishes to.
+ */
+export function accessKeys(keyPrefix: string): [string, string, string, string] {
+  return ['s', 'h', 'l', 'z'].map((type) => `${keyPrefix}:{fleet}:access:${type}`) as [string, string, string, string];
+}
+
+export function accessChannel(keyPrefix: string): string {
+  return `${keyPrefix}:{fleet}:access`;
 }
 
 /** The one hash that holds every replica's fleet epoch. */

@@ -230,18 +230,18 @@ return 1
 /**
  * Asks the pump of the session's current GET incarnation to let it go if it is held: 'asked'
  * (noted 'release'), 'tailed' (a client tails it: not asked) or 'none' (no current GET open with a
- * pump's lease running). The incarnation's record is found by its id in the session's record, in
- * the session's slot: its key is built here from the prefix. KEYS: session. ARGV: now (ms since the
- * epoch), the session's incarnation key prefix, the session's note channel prefix.
+ * pump's lease running); 'moved' when ARGV[2] is no longer the session's current GET (the caller
+ * reads it again). The caller reads the id from the session's record first, so that every key the
+ * script touches is in KEYS (a user whose keys are restricted could not touch one built here).
+ * KEYS: session, incarnation. ARGV: now (ms since the epoch), incarnationId, its note channel.
  */
 const RELEASE_HELD_GET_LUA = `
-local current = redis.call('HGET', KEYS[1], 'getInc')
-if not current then return 'none' end
+if redis.call('HGET', KEYS[1], 'getInc') ~= ARGV[2] then return 'moved' end
 local now = tonumber(ARGV[1])
-local m = redis.call('HMGET', ARGV[2] .. current, 'state', 'pump', 'pumpUntil', 'tailUntil')
+local m = redis.call('HMGET', KEYS[2], 'state', 'pump', 'pumpUntil', 'tailUntil')
 if m[1] ~= 'open' or not m[2] or m[2] == '' or (tonumber(m[3]) or 0) <= now then return 'none' end
 if (tonumber(m[4]) or 0) > now then return 'tailed' end
-redis.call('SPUBLISH', ARGV[3] .. current, 'release')
+redis.call('SPUBLISH', ARGV[3], 'release')
 return 'asked'
 `;
 
@@ -279,7 +279,7 @@ export interface IncarnationScripts {
   gwReleasePump(incKey: string, instanceId: string): Promise<number>;
   gwSetHeld(incKey: string, instanceId: string, held: '1' | '0', clientSeq: string): Promise<number>;
   gwEndTail(incKey: string, now: number, clientSeq: number): Promise<number>;
-  gwReleaseHeldGet(session: string, now: number, incPrefix: string, channelPrefix: string): Promise<string>;
+  gwReleaseHeldGet(session: string, incKey: string, now: number, incarnationId: string, channel: string): Promise<string>;
 }
 
 export function defineIncarnationScripts(client: Redis | Cluster): void {
@@ -295,7 +295,7 @@ export function defineIncarnationScripts(client: Redis | Cluster): void {
   client.defineCommand('gwReleasePump', { numberOfKeys: 1, lua: RELEASE_PUMP_LUA });
   client.defineCommand('gwSetHeld', { numberOfKeys: 1, lua: SET_HELD_LUA });
   client.defineCommand('gwEndTail', { numberOfKeys: 1, lua: END_TAIL_LUA });
-  client.defineCommand('gwReleaseHeldGet', { numberOfKeys: 1, lua: RELEASE_HELD_GET_LUA });
+  client.defineCommand('gwReleaseHeldGet', { numberOfKeys: 2, lua: RELEASE_HELD_GET_LUA });
 }
 
 /** Anything but a safe integer is below every base: a position that is not recorded. */
