@@ -82,9 +82,10 @@ async def main() -> None:
     parser.add_argument("--bind-reset", action="store_true")
     args = parser.parse_args()
     handler = Lines()
-    for name in ("mcp", "httpx2"):
+    # ClientSession logs as "client", the transports under "mcp".
+    for name in ("mcp", "client"):
         logging.getLogger(name).addHandler(handler)
-    logging.getLogger("mcp").setLevel(logging.DEBUG)
+        logging.getLogger(name).setLevel(logging.DEBUG)
     bindings = [NotificationBinding(method="notifications/gateway/stream_reset", params_type=StreamReset, handler=on_reset)]
     http = create_mcp_http_client()
     http.event_hooks["response"].append(on_response)
