@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { jsonLine, readyLine, spawnProcess, type Exit, type Teardown } from './processes.js';
+import { jsonLine, READY_DEADLINE_MS, readyLine, spawnProcess, type Exit, type Teardown } from './processes.js';
 import { bound } from './wait.js';
 
 /** Tests compile to build/test/helpers/; the Python programs and the environment stay in the repository. */
@@ -105,7 +105,8 @@ export async function startPythonClient(t: Teardown, python: string, url: string
       check();
     });
   let calls = 0;
-  await next('initialized', (e) => e.event === 'initialized');
+  // Its start includes importing the SDK, which takes seconds of CPU.
+  await next('initialized', (e) => e.event === 'initialized', 0, READY_DEADLINE_MS);
   return {
     events,
     next,
