@@ -3,11 +3,13 @@
  * GET stream is open, the client's stream ended by the gateway, and the client back at once with
  * its last cursor, through the instance that pumped the stream or the other one, on Redis and on
  * the memory store. The answer is `owner_gone` (410 in reject mode, the signal in signal mode),
- * never a continuation that carries nothing: each time, however the gateway learnt of the death.
- * The replica keeps no event log (the SDK's default server), so nothing but the journal and the
- * fleet can tell.
+ * never a continuation that carries nothing: each time, however the gateway learnt of the death,
+ * and also when the probe of the instance that saw the stream end could tell nothing (a process
+ * still dying) while its lease came due for renewal. The replica keeps no event log (the SDK's
+ * default server), so nothing but the journal and the fleet can tell.
  */
 import t, { type Test } from 'tap';
+import { startBalancer } from '../helpers/balancer.js';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
 import { post, rawSession, toolCallBody } from '../helpers/http.js';
 import { rawStreams, type RawStream } from '../helpers/raw-sse.js';
@@ -20,6 +22,10 @@ import { bound, PROBE_TIMEOUT_MS, waitFor } from '../helpers/wait.js';
 const ROUNDS = 20;
 /** Probes often, so that a restarted replica takes sessions again soon; a kill is still first seen by the stream's end, mostly. */
 const HEALTH_INTERVAL_MS = 200;
+/** resumption.journal.leaseMs: the least, renewed every 333 ms, so that a renewal comes due while a probe waits. */
+const LEASE_MS = 1000;
+/** health.timeoutMs where a dying owner's port takes connections it never serves: the probe waits this long, then tells nothing. */
+const FRONT_PROBE_TIMEOUT_MS = 1000;
 
 // Four cases of twenty kills, each kill a replica restart: on a loaded machine more than tap's 120 s.
 t.setTimeout(600_000);
@@ -28,17 +34,29 @@ const redis = await startRedisServer(t);
 
 type Mode = 'reject' | 'signal';
 
-async function fleet(t: Test, store: 'redis' | 'memory', mode: Mode) {
+async function fleet(t: Test, store: 'redis' | 'memory', mode: Mode, options: { front?: boolean } = {}) {
   const replica = await spawnReplica(t, { id: 'r1', eventStore: false });
+  // A front on the replica's address: a death can be shown as a loaded machine shows it.
+  const front = options.front ? await startBalancer(t, [replica.url], new URL(replica.url).pathname) : undefined;
   const settings = {
     store: store === 'redis' ? { type: 'redis', url: redis.url } : { type: 'memory' },
-    replicas: [{ id: replica.id, url: replica.url }],
-    health: { intervalMs: HEALTH_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS },
-    resumption: { mode },
+    replicas: [{ id: replica.id, url: front?.url ?? replica.url }],
+    // With the front, only the end of the stream and the resumption probe: no tick in between.
+    health: front ? { intervalMs: 600_000, timeoutMs: FRONT_PROBE_TIMEOUT_MS } : { intervalMs: HEALTH_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS },
+    resumption: { mode, journal: { leaseMs: LEASE_MS } },
   };
   const count = store === 'redis' ? 2 : 1;
   const gateways = await Promise.all(Array.from({ length: count }, () => startGatewayProcess(t, settings)));
-  return { replica, gateways };
+  return { replica, front, gateways };
+}
+
+/** A session whose GET stream, open through instance 0, carried three events: the stream and the last cursor. */
+async function openGet(gateways: readonly GatewayProcess[], streams: ReturnType<typeof rawStreams>) {
+  const sessionId = await rawSession(gateways[0]!.url);
+  const live = await streams.open(gateways[0]!.url, sessionId);
+  await emit(gateways[0]!.url, sessionId, 3);
+  const events = await live.events.until(3);
+  return { sessionId, live, last: events.at(-1)!.id! };
 }
 
 /** Calls the demo's emit tool with raw HTTP (its notifications go to the session's GET stream). */
@@ -86,17 +104,15 @@ for (const [store, mode] of [
     const seen = new Map<string, number>();
     for (let round = 0; round < ROUNDS; round++) {
       const via = round % gateways.length;
-      const sessionId = await rawSession(gateways[0]!.url);
-      const live = await streams.open(gateways[0]!.url, sessionId);
-      await emit(gateways[0]!.url, sessionId, 3);
-      const events = await live.events.until(3);
+      const { sessionId, live, last } = await openGet(gateways, streams);
 
       await replica.kill('SIGKILL');
       // The gateway ends the client's stream; the client is back with its last cursor at once.
       await live.ended;
-      const resumed = await streams.open(gateways[via]!.url, sessionId, events.at(-1)!.id);
+      const resumed = await streams.open(gateways[via]!.url, sessionId, last);
       const got = await outcome(resumed);
-      seen.set(`${got} (through instance ${via})`, (seen.get(`${got} (through instance ${via})`) ?? 0) + 1);
+      const key = `${got} (through instance ${via})`;
+      seen.set(key, (seen.get(key) ?? 0) + 1);
 
       await replica.restart();
       await untilUp(gateways, replica);
@@ -106,5 +122,30 @@ for (const [store, mode] of [
       gateways.map((_, via) => `${expected[mode]} (through instance ${via})`),
       `${ROUNDS} kills, never continued with nothing: ${JSON.stringify(Object.fromEntries(seen))}`,
     );
+  });
+}
+
+for (const [store, via, mode] of [
+  ['redis', 0, 'reject'],
+  ['redis', 1, 'reject'],
+  ['memory', 0, 'reject'],
+  ['redis', 0, 'signal'],
+  ['redis', 1, 'signal'],
+  ['memory', 0, 'signal'],
+] as const) {
+  t.test(`the owner dying slowly, its pump's probe telling nothing, resumed through instance ${via} (${store} store, ${mode} mode): owner_gone`, async (t) => {
+    const { replica, front, gateways } = await fleet(t, store, mode, { front: true });
+    const streams = rawStreams(t);
+    const { sessionId, live, last } = await openGet(gateways, streams);
+
+    // Its connections cut, its port still taking connections it never serves: the probe of the
+    // instance that saw the stream end waits, and tells nothing, while its lease comes due.
+    front!.pause();
+    await replica.kill('SIGKILL');
+    await live.ended;
+    // Gone for good: the port refuses.
+    await front!.stop();
+    const resumed = await streams.open(gateways[via]!.url, sessionId, last);
+    t.equal(await outcome(resumed), expected[mode], 'owner_gone, not a continuation of nothing nor a gap');
   });
 }
