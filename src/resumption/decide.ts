@@ -38,6 +38,11 @@ export interface ResumptionFacts {
   readonly journal?: boolean;
   /** Milliseconds since the epoch, against which a pump's lease is read (needed with the journal). */
   readonly now?: number;
+  /**
+   * The pump's lease is this instance's, and this instance no longer pumps the stream: its
+   * replica's stream has ended here (the lease's release may not have landed yet).
+   */
+  readonly pumpEnded?: boolean;
 }
 
 export type Decision =
@@ -95,6 +100,16 @@ export type Decision =
       readonly live: boolean;
     };
 
+/**
+ * J3: a stream's pump reads its replica's stream while its lease runs, unless the lease is this
+ * instance's and the stream has ended here (`endedHere`). Never live once the replica's stream
+ * ended: the pump gives its lease up before it ends the client's stream, so that a client back at
+ * once is not continued with nothing.
+ */
+export function pumpLives(record: IncarnationRecord, now: number, endedHere = false): boolean {
+  return record.pump !== '' && record.pumpUntil > now && !endedHere;
+}
+
 export function decide(facts: ResumptionFacts): Decision {
   const { session, cursor, view } = facts;
 
@@ -136,8 +151,8 @@ export function decide(facts: ResumptionFacts): Decision {
     return lost ? { kind: 'not_found', reason: 'owner_gone' } : { kind: 'complete' };
   }
 
-  // J3: the journal holds every event after the cursor. Live while the pump's lease runs.
-  const pumpAlive = journaled && record.pump !== '' && record.pumpUntil > (facts.now ?? 0);
+  // J3: the journal holds every event after the cursor. Live while the pump reads the replica.
+  const pumpAlive = journaled && pumpLives(record, facts.now ?? 0, facts.pumpEnded);
   const fromJournal = (live: boolean): Decision => ({ kind: 'journal', session, record, seq, live });
 
   // J4: a POST stream's journal survives its owner; its response, if journaled, with it.

@@ -5,8 +5,8 @@
  */
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Fleet } from '../fleet/index.js';
-import type { IncarnationView, SessionRecord } from '../store/types.js';
-import type { ResumptionFacts } from './decide.js';
+import type { IncarnationRecord, IncarnationView, SessionRecord } from '../store/types.js';
+import { pumpLives, type ResumptionFacts } from './decide.js';
 
 /** Reads the session and, when named, the cursor's incarnation at its position. Rejects with a StoreError. */
 export type FactsReader = (read: { incarnationId: string; afterSeq: number } | undefined) => Promise<{
@@ -14,25 +14,65 @@ export type FactsReader = (read: { incarnationId: string; afterSeq: number } | u
   view: IncarnationView | null;
 }>;
 
-/** The facts of a resumption with `cursor` (decoded against the request's session). Rejects with a StoreError. */
+export interface FactsContext {
+  journal: boolean;
+  now: number;
+  /** Whether a lease is this instance's for a stream that has ended here (pumps.ts); absent: not known here. */
+  endedHere?: (record: IncarnationRecord) => boolean;
+}
+
+/**
+ * The facts of a resumption with `cursor` (decoded against the request's session). With
+ * `fleet.confirmAlive` (a running gateway), an owner whose GET stream ended under it is probed
+ * first (see endedUnder). Rejects with a StoreError.
+ */
 export async function gatherFacts(
   cursor: DecodeResult,
   readStore: FactsReader,
-  fleet: Pick<Fleet, 'ownerGone' | 'health'>,
-  context: { journal: boolean; now: number },
+  fleet: Pick<Fleet, 'ownerGone' | 'health'> & Partial<Pick<Fleet, 'confirmAlive'>>,
+  context: FactsContext,
 ): Promise<ResumptionFacts> {
   // Only an authentic cursor of this session names an incarnation worth reading: the session and
   // it are then read in one store round trip.
   const read = cursor.kind === 'ok' ? { incarnationId: cursor.fields.incarnation, afterSeq: cursor.fields.seq } : undefined;
-  const { session, view } = await readStore(read);
-  const ownerGone = !!session && (await fleet.ownerGone(session));
+  const store = await readStore(read);
+  const { session } = store;
+  const view = session ? store.view : null;
+  const pumpEnded = view !== null && (context.endedHere?.(view.record) ?? false);
+  let ownerGone = !!session && (await fleet.ownerGone(session));
+  if (session && !ownerGone && view && fleet.confirmAlive && endedUnder(view, session, context, pumpEnded)) {
+    await fleet.confirmAlive(session.owner);
+    ownerGone = await fleet.ownerGone(session);
+  }
   return {
     session,
     ownerGone,
     ownerHealth: session ? fleet.health(session.owner) : undefined,
     cursor,
-    view: session ? view : null,
+    view,
     journal: context.journal,
     now: context.now,
+    pumpEnded,
   };
+}
+
+/**
+ * The session's current GET stream, journaled and never ended by the gateway, that no pump reads
+ * any more: its owner's stream ended as a dying owner's does, or its hold ran out. The pump that
+ * saw the end probed the owner, but the probe may have told nothing (a process still dying), and
+ * another instance may not have heard what it found: asked again here, so that a dead owner is
+ * answered owner_gone (J4) wherever the client comes back, not as a gap.
+ */
+function endedUnder(view: IncarnationView, session: SessionRecord, context: FactsContext, pumpEnded: boolean): boolean {
+  const { record } = view;
+  const current = view.currentGet === undefined || view.currentGet === record.id;
+  return (
+    context.journal &&
+    record.journaled &&
+    record.kind === 'get' &&
+    record.state === 'open' &&
+    current &&
+    record.owner === session.owner &&
+    !pumpLives(record, context.now, pumpEnded)
+  );
 }

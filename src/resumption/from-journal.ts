@@ -26,6 +26,7 @@ import { responseIds } from '../jsonrpc.js';
 import { journaledData, journaledWithCursor } from '../sse/serializer.js';
 import type { JournalRead, JsonRpcId, Store } from '../store/types.js';
 import type { Pumps } from '../streams/pumps.js';
+import { pumpLives } from './decide.js';
 
 /** Events read from the journal at once: one store round trip each, bounded in memory. */
 export const JOURNAL_READ_EVENTS = 256;
@@ -137,7 +138,7 @@ async function follow(c: JournalContinuation, sent: (seq: number) => void): Prom
           return 'caught_up';
         }
         if (last >= record.head) {
-          const pumping = record.state === 'open' && record.pump !== '' && record.pumpUntil > Date.now();
+          const pumping = record.state === 'open' && pumpLives(record, Date.now(), c.pumps.endedHere(record));
           const answered = record.kind === 'post' && record.pending.length === 0;
           if (!c.live || !pumping || answered) return 'caught_up';
           await pause(TAIL_POLL_MS);

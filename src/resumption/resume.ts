@@ -14,7 +14,7 @@ import { LAST_EVENT_ID, replicaOnlyHeaders, responseHeadersForClient, SESSION_HE
 import type { Logger } from '../logger.js';
 import { NO_REASON, NO_REPLICA, type Metrics } from '../metrics.js';
 import { serializeEvent } from '../sse/serializer.js';
-import type { CursorCodec } from '../cursor/codec.js';
+import type { CursorCodec, DecodeResult } from '../cursor/codec.js';
 import type { IncarnationRecord, JournalRead, JsonRpcId, SessionRecord, Store } from '../store/types.js';
 import { askOwner } from '../streams/held-get.js';
 import type { PrincipalVerdict, Principals } from '../trust/principal.js';
@@ -25,7 +25,7 @@ import type { RequestLog } from '../routing/request-log.js';
 import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { continueFromJournal, JOURNAL_READ_EVENTS, journaledResponses, unanswered } from './from-journal.js';
-import { gatherFacts, type FactsReader } from './facts.js';
+import { gatherFacts, type FactsContext, type FactsReader } from './facts.js';
 import { notResumed, outcomeUnknownError, REASON_HEADER, RESUMPTION_HEADER, streamResetNotification } from './signal.js';
 
 /** What the resumption needs from the proxy around it. */
@@ -55,9 +55,18 @@ type FromJournal = Extract<Decision, { kind: 'journal' }>;
 export function createResumption(kit: ResumeKit) {
   const { store, fleet, keys, streams, logger, requests, metrics } = kit;
 
+  /** A resumption reads the store with a touch: it is the session's activity. */
+  const reader =
+    (sessionId: string): FactsReader =>
+    (at) =>
+      store.touchAndRead(sessionId, kit.config().sessions.idleTtlMs, at);
+  const factsContext = (): FactsContext => ({
+    journal: kit.config().resumption.journal.enabled,
+    now: Date.now(),
+    endedHere: (record) => kit.pumps.endedHere(record),
+  });
 
   async function resume(request: FastifyRequest, reply: FastifyReply, sessionId: string | undefined, lastEventId: string) {
-    const config = kit.config();
     if (sessionId === undefined) {
       requests.resumption(request, 'rejected', 'session_unknown');
       return kit.answer(request, reply, 'GW_SESSION_NOT_FOUND');
@@ -65,8 +74,7 @@ export function createResumption(kit: ResumeKit) {
     let facts: ResumptionFacts;
     try {
       const cursor = (await keys.codec()).decode(lastEventId, sessionId);
-      const read = (at: Parameters<FactsReader>[0]) => store.touchAndRead(sessionId, config.sessions.idleTtlMs, at);
-      facts = await gatherFacts(cursor, read, fleet, { journal: config.resumption.journal.enabled, now: Date.now() });
+      facts = await gatherFacts(cursor, reader(sessionId), fleet, factsContext());
       const { session } = facts;
       if (session && facts.ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');
     } catch (err) {
@@ -232,11 +240,9 @@ export function createResumption(kit: ResumeKit) {
       // resumption from it, on this response (a takeover by the owner's log, -32010, a gap).
       let known: ResumptionFacts;
       try {
-        const read = { incarnationId: record.id, afterSeq: last };
-        const { session: now, view } = await store.touchAndRead(session.sessionId, config.sessions.idleTtlMs, read);
-        const ownerGone = !!now && (await fleet.ownerGone(now));
-        const cursor = facts.cursor.kind === 'ok' ? { ...facts.cursor, fields: { ...facts.cursor.fields, seq: last } } : facts.cursor;
-        known = { ...facts, session: now, ownerGone, ownerHealth: now ? fleet.health(now.owner) : undefined, cursor, view: now ? view : null, now: Date.now() };
+        const cursor: DecodeResult = { kind: 'ok', fields: { incarnation: record.id, seq: last } };
+        // What the attempts learnt (an owner that did not replay) still holds.
+        known = { ...facts, ...(await gatherFacts(cursor, reader(session.sessionId), fleet, factsContext())) };
       } catch (err) {
         if (!isStoreError(err)) throw err;
         return endBegun(request, reply, 'store_failed');

@@ -93,7 +93,11 @@ export interface SsePipe extends Relay<PipeEnd> {
   attach(res: ServerResponse): boolean;
   /** J2: ends a held stream (its hold is over). */
   release(how: 'hold_expired' | 'hold_released'): void;
-  /** Runs `step` between two reads of the replica's body (a step must not reject). */
+  /**
+   * Runs `step` between two reads of the replica's body (a step must not reject). Once that body
+   * has ended (or failed) no read follows, and neither does a step: a lease renewed then would
+   * outlive the stream (J3).
+   */
   between(step: () => Promise<void>): void;
 }
 
@@ -125,6 +129,8 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
   let timer: NodeJS.Timeout | undefined;
   let draining = false;
   let held = false;
+  /** The replica's body ended or failed: what remains is its end. */
+  let over = false;
   let delivered = rewriter.head;
   const { hold } = options;
   const channel = new Channel<PipeEnd>(body, res, () => clearTimeout(timer));
@@ -260,6 +266,7 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       return !channel.settled;
     },
     end: async () => {
+      over = true;
       await sent();
       if (channel.settled) return;
       const last = rewriter.end();
@@ -268,6 +275,7 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
       channel.settle(last.end ?? 'upstream_end');
     },
     error: async () => {
+      over = true;
       await sent();
       if (!started) return fail('upstream_error');
       await options.beforeEnd?.('upstream_error');
@@ -309,6 +317,7 @@ export function pipeSse(options: SsePipeOptions): SsePipe {
     between: (step) =>
       channel.between(async () => {
         await sent();
+        if (over || channel.settled) return;
         await step();
       }),
   };

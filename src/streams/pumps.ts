@@ -14,7 +14,7 @@
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import type { IncarnationKind, Store } from '../store/types.js';
+import type { IncarnationKind, IncarnationRecord, Store } from '../store/types.js';
 import type { HoldOptions, SsePipe } from './pipe.js';
 
 export interface Pump {
@@ -53,6 +53,14 @@ export class Pumps {
   /** The pump of an incarnation on this instance, while its stream runs. */
   get(incarnation: string): Pump | undefined {
     return this.#pumps.get(incarnation);
+  }
+
+  /**
+   * The lease is this instance's and no pump of the stream runs here: its replica's stream has
+   * ended (the lease's release may not have landed yet).
+   */
+  endedHere(record: Pick<IncarnationRecord, 'id' | 'pump'>): boolean {
+    return record.pump === this.#deps.instanceId && !this.#pumps.has(record.id);
   }
 
   get heldCount(): number {

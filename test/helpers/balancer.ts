@@ -24,6 +24,8 @@ export interface Balancer {
   resume(): void;
   /** Connections accepted so far, by backend index. */
   readonly accepted: number[];
+  /** Refuses from now on: the listener closes and every connection, waiting or not, is destroyed. */
+  stop(): Promise<void>;
 }
 
 export async function startBalancer(t: Teardown, backends: readonly string[], path = '/mcp'): Promise<Balancer> {
@@ -52,10 +54,13 @@ export async function startBalancer(t: Teardown, backends: readonly string[], pa
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as { port: number };
-  t.teardown(async () => {
+  const stop = async () => {
+    waiting = undefined;
     for (const socket of open) socket.destroy();
+    // Closed once: a second close (the teardown after stop) only reports it was.
     await new Promise((resolve) => server.close(resolve));
-  });
+  };
+  t.teardown(stop);
   return {
     url: `http://127.0.0.1:${port}${path}`,
     cut: () => {
@@ -73,5 +78,6 @@ export async function startBalancer(t: Teardown, backends: readonly string[], pa
       for (const connect of queued) connect();
     },
     accepted,
+    stop,
   };
 }

@@ -1,7 +1,7 @@
 /** The §5 decision table: one case per reason, and the first failing check wins. */
 import t from 'tap';
 import type { DecodeResult } from '../../src/cursor/codec.js';
-import { decide, type ResumptionFacts } from '../../src/resumption/decide.js';
+import { decide, pumpLives, type ResumptionFacts } from '../../src/resumption/decide.js';
 import type { IncarnationRecord, IncarnationView, SessionRecord } from '../../src/store/types.js';
 
 const session: SessionRecord = { sessionId: 's1', owner: 'r1', ownerEpoch: '', state: 'active', createdAt: 0 };
@@ -130,6 +130,15 @@ t.test('J3: a cursor in the journal while the pump lives: the journal, then live
   t.match(decide(journal({ view: { ...withRecord(noLog, { head: 3 }), after: [] } })), { kind: 'journal', live: true }, 'at the head: live at once');
   t.match(decide(journal({ view: { ...view, record: journaledGet } })), { kind: 'journal', live: true }, 'a replica with a log is not asked while the pump lives');
   t.match(decide(journal({ ownerHealth: 'suspect' })), { kind: 'journal', live: true }, 'a suspected owner is not asked either');
+});
+
+t.test('J3: a pump reads its replica while its lease runs, never once the stream ended here', async (t) => {
+  t.equal(pumpLives(journaledGet, NOW), true, 'the lease runs');
+  t.equal(pumpLives({ ...journaledGet, pumpUntil: NOW }, NOW), false, 'the lease lapsed at now');
+  t.equal(pumpLives({ ...journaledGet, pump: '' }, NOW), false, 'the lease released');
+  t.equal(pumpLives(journaledGet, NOW, true), false, "this instance's lease, the stream ended here");
+  t.match(decide(journal({ pumpEnded: true })), { kind: 'journal', live: false }, 'no log: the journal, then the end, not live');
+  t.match(decide(journal({ view: { ...view, record: journaledGet }, pumpEnded: true })), { kind: 'continue' }, "a log: the owner's log takes over");
 });
 
 t.test('J3: the pump gone, the owner’s log takes over; without one, the journal and then the reconnection decides', async (t) => {
