@@ -74,6 +74,15 @@ const MiB = 1024 * 1024;
 /** An integer in [lo, hi] drawn from `rng`. */
 const between = (rng: ReturnType<typeof prng>, [lo, hi]: readonly [number, number]) => rng.int(lo, hi);
 
+function shuffled<T>(rng: ReturnType<typeof prng>, items: readonly T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = rng.int(0, i);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
 /** Least-squares slope of y over x. */
 export function slope(points: readonly { x: number; y: number }[]): number {
   const n = points.length;
@@ -108,6 +117,11 @@ interface Session {
   /** The one before `expect`, when it settled without its result: its late events are not duplicates. */
   previous: Expectation | undefined;
   get: WireStream | undefined;
+  /** Resolves once a GET stream of the session is open: its events are sent from then on. */
+  opened: Promise<void>;
+  open: () => void;
+  /** Set when the session's client is done: its GET stream is not opened again. */
+  stopped: boolean;
   reader: Promise<void> | undefined;
 }
 
@@ -142,10 +156,13 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
   const windows: { from: number; to: number }[] = [];
   const inFault = (at: number) => windows.some((w) => at >= w.from && at <= w.to + FAULT_GRACE_MS);
   const faults = (async () => {
+    // Each kind once in every three, in an order drawn anew: a short run sees all of them.
+    let round: ('cut' | 'kill' | 'pause')[] = [];
     for (;;) {
       await delay(between(rng, [opts.faultEveryMs / 2, (opts.faultEveryMs * 3) / 2]));
       if (!running()) return;
-      const kind = rng.pick(['cut', 'kill', 'pause'] as const);
+      if (round.length === 0) round = [...shuffled(rng, ['cut', 'kill', 'pause'] as const)];
+      const kind = round.pop()!;
       const window = { from: performance.now(), to: Infinity };
       windows.push(window);
       add(`fault ${kind}`);
@@ -206,7 +223,9 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
     const id = (answer.kind === 'stream' ? answer.headers : answer.response.headers)['mcp-session-id'];
     if (answer.kind === 'stream') answer.stream.close();
     if (code !== 200 || typeof id !== 'string') return undefined;
-    const session: Session = { id, alive: true, cursor: undefined, cursors: new Set(), expect: undefined, previous: undefined, get: undefined, reader: undefined };
+    let open = () => undefined as void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    const session: Session = { id, alive: true, cursor: undefined, cursors: new Set(), expect: undefined, previous: undefined, get: undefined, opened, open, stopped: false, reader: undefined };
     all.add(session);
     try {
       const ack = await wireRequest(url, { method: 'POST', headers: headers(session), body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), timeoutMs: REQUEST_MS });
@@ -256,7 +275,9 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
 
   /** Keeps the session's GET stream open, resuming from its last cursor whenever it ends. */
   async function keepGet(session: Session): Promise<void> {
-    while (session.alive && running()) {
+    let everOpen = false;
+    // Past the end of the run a stream is opened again only for the events of a call under way.
+    while (session.alive && !session.stopped && (everOpen || running())) {
       const h: Record<string, string> = { accept: 'text/event-stream', 'mcp-session-id': session.id, 'mcp-protocol-version': PROTOCOL_VERSION };
       if (session.cursor !== undefined) h['last-event-id'] = session.cursor;
       let answer: WireGet;
@@ -281,7 +302,13 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
       status('GET', answer.status);
       add(`GET ${answer.headers['mcp-resumption'] ?? 'plain'}`);
       const stream = answer.stream;
+      if (session.stopped) {
+        stream.close();
+        break;
+      }
       session.get = stream;
+      everOpen = true;
+      session.open();
       let seen = 0;
       while (!stream.ended || seen < stream.events.length) {
         await stream.until(() => stream.ended || stream.events.length > seen, REQUEST_MS);
@@ -329,8 +356,9 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
       }
       status(what, answer.status);
       const stream = answer.stream;
-      await stream.until(() => stream.ended || (read(stream.events.splice(0)), settled !== undefined), REQUEST_MS);
+      const over = await stream.until(() => stream.ended || (read(stream.events.splice(0)), settled !== undefined), REQUEST_MS);
       read(stream.events.splice(0));
+      if (!over) violate(`call ${id}: ${what} stream neither answered nor ended within ${REQUEST_MS} ms`);
       stream.close();
       return true;
     };
@@ -381,11 +409,16 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
         continue;
       }
       session.reader = keepGet(session);
+      // A replica drops what it sends to a GET stream that is not open yet.
+      await Promise.race([session.opened, session.reader]);
       while (session.alive && running()) {
         await call(session);
         await delay(between(rng, THINK_MS));
       }
       if (!session.alive) add('sessions lost');
+      session.stopped = true;
+      session.get?.close();
+      await session.reader;
     }
   }
 
@@ -410,6 +443,7 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
 
   log(`soak: ${opts.sessions} sessions for ${Math.round(opts.durationMs / 1000)} s, seed ${opts.seed}`);
   await Promise.all(Array.from({ length: opts.sessions }, (_, i) => client(i)));
+  log(`clients done ${Math.round((performance.now() - deadline) / 1000)} s after the end of the run`);
   await faults;
   await sampling;
   const ranMs = performance.now() - started;
@@ -419,9 +453,6 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
   const live = [...all].filter((s) => s.alive);
   await Promise.all(
     live.map(async (s) => {
-      s.alive = false;
-      s.get?.close();
-      await s.reader;
       for (let attempt = 0; attempt < 20; attempt++) {
         try {
           const r = await wireRequest(url, { method: 'DELETE', headers: headers(s), timeoutMs: REQUEST_MS });
