@@ -1,5 +1,5 @@
 /**
- * A soak (docs/development.md "The soak"): two gateway processes on one real Redis behind the
+ * A soak (docs/development.md, "The soak"): two gateway processes on one real Redis behind the
  * cutting balancer, demo replicas with and without an event log, and a few hundred sessions, each
  * keeping its GET stream open and making tool calls whose events come on that stream, while
  * faults are drawn at random from a printed seed: every connection cut, an owner replica killed
