@@ -123,6 +123,25 @@ interface Session {
   /** Set when the session's client is done: its GET stream is not opened again. */
   stopped: boolean;
   reader: Promise<void> | undefined;
+  /** Called once the reader has taken in what the GET stream brought (events, a signal, its end). */
+  readonly waiters: Set<() => void>;
+}
+
+function wake(session: Session): void {
+  for (const waiter of [...session.waiters]) waiter();
+}
+
+/** Resolves at the reader's next wake, or after `ms`. */
+function nextWake(session: Session, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      session.waiters.delete(done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    session.waiters.add(done);
+  });
 }
 
 export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakReport> {
@@ -225,7 +244,7 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
     if (code !== 200 || typeof id !== 'string') return undefined;
     let open = () => undefined as void;
     const opened = new Promise<void>((resolve) => (open = resolve));
-    const session: Session = { id, alive: true, cursor: undefined, cursors: new Set(), expect: undefined, previous: undefined, get: undefined, opened, open, stopped: false, reader: undefined };
+    const session: Session = { id, alive: true, cursor: undefined, cursors: new Set(), expect: undefined, previous: undefined, get: undefined, opened, open, stopped: false, reader: undefined, waiters: new Set() };
     all.add(session);
     try {
       const ack = await wireRequest(url, { method: 'POST', headers: headers(session), body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), timeoutMs: REQUEST_MS });
@@ -313,12 +332,15 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
       while (!stream.ended || seen < stream.events.length) {
         await stream.until(() => stream.ended || stream.events.length > seen, REQUEST_MS);
         while (seen < stream.events.length) onGetEvent(session, stream.events[seen++]!);
+        wake(session);
       }
       session.get = undefined;
     }
+    wake(session);
   }
 
   let calls = 0;
+  const traces = new Map<string, string>();
   /** One tools/call that emits on the GET stream; settles with its result, -32010 or a 404. */
   async function call(session: Session): Promise<void> {
     const id = ++calls;
@@ -327,6 +349,7 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
     else session.previous = undefined;
     session.expect = expect;
     add('calls');
+    traces.set(session.id, `post call ${id}`);
     const body = toolCallBody('emit', { count: expect.count, intervalMs: between(rng, [0, 10]) }, id);
     let settled: string | undefined;
     let postCursor: string | undefined;
@@ -367,6 +390,7 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
     } catch (err) {
       failed('tools/call', err);
     }
+    traces.set(session.id, `resume call ${id}`);
     // A POST stream that ended before the response: resumed from its last cursor, as a client does.
     for (let attempt = 0; settled === undefined && postCursor !== undefined && attempt < 20 && session.alive; attempt++) {
       const h = { accept: 'text/event-stream', 'mcp-session-id': session.id, 'mcp-protocol-version': PROTOCOL_VERSION, 'last-event-id': postCursor };
@@ -389,20 +413,22 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
     expect.answered = true;
     add('events emitted', expect.count);
     const done = () => expect.next > expect.count || expect.signalled || !session.alive;
+    traces.set(session.id, `events of call ${id}`);
     const until = performance.now() + REQUEST_MS;
     while (!done() && performance.now() < until) {
-      if (session.get) await session.get.until(done, Math.max(1, until - performance.now()));
-      else await delay(50);
+      await nextWake(session, Math.max(1, until - performance.now()));
     }
     if (expect.next > expect.count) return;
     if (expect.signalled || !session.alive) add('events signalled', expect.count - expect.next + 1);
     else violate(`session ${session.id}: call ${id}: events ${expect.next}..${expect.count} neither delivered nor signalled within ${REQUEST_MS} ms`);
   }
 
+  const phases = new Map<number, string>();
   async function client(index: number): Promise<void> {
     // Spread the start so that initializes are not a storm of their own.
     await delay(index * 20);
     while (running()) {
+      phases.set(index, 'initialize');
       const session = await initialize();
       if (session === undefined) {
         await delay(between(rng, RETRY_MS));
@@ -411,15 +437,20 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
       session.reader = keepGet(session);
       // A replica drops what it sends to a GET stream that is not open yet.
       await Promise.race([session.opened, session.reader]);
+      phases.set(index, 'opening');
       while (session.alive && running()) {
+        phases.set(index, `call ${session.id}`);
         await call(session);
+        phases.set(index, 'think');
         await delay(between(rng, THINK_MS));
       }
       if (!session.alive) add('sessions lost');
       session.stopped = true;
       session.get?.close();
+      phases.set(index, 'reader');
       await session.reader;
     }
+    phases.delete(index);
   }
 
   // Memory of the gateway processes, sampled until the drain.
@@ -442,7 +473,9 @@ export async function runSoak(t: Teardown, opts: SoakOptions): Promise<SoakRepor
   })();
 
   log(`soak: ${opts.sessions} sessions for ${Math.round(opts.durationMs / 1000)} s, seed ${opts.seed}`);
+  const debug = setTimeout(() => log(`late: ${JSON.stringify([...phases].map(([i, p]) => `${i} ${p} ${traces.get(p.slice(5)) ?? ''}`))}`), opts.durationMs + 10_000);
   await Promise.all(Array.from({ length: opts.sessions }, (_, i) => client(i)));
+  clearTimeout(debug);
   log(`clients done ${Math.round((performance.now() - deadline) / 1000)} s after the end of the run`);
   await faults;
   await sampling;
