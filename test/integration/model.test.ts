@@ -58,6 +58,7 @@ import { initializeBody, MCP_ACCEPT, PROTOCOL_VERSION, SESSION_NOT_FOUND, toolCa
 import { parseSseBody, wireGet, wireOpen, wireRequest, type WireEvent, type WireGet, type WireResponse, type WireStream } from '../helpers/model-wire.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { spawnReplica, type ReplicaProcess } from '../helpers/replicas.js';
+import { prng } from '../helpers/prng.js';
 import { bound, waitFor } from '../helpers/wait.js';
 
 /** A new walk on every run, so that runs together cover more than one; any of them can be replayed. */
@@ -164,26 +165,6 @@ class Violation extends Error {
   override name = 'Violation';
 }
 
-/** mulberry32: small, fast, and the same sequence on every platform. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
-    pick: <T>(items: readonly T[]): T => {
-      if (items.length === 0) throw new Error('pick from nothing');
-      return items[Math.floor(next() * items.length)] as T;
-    },
-    chance: (p: number) => next() < p,
-  };
-}
 type Rng = ReturnType<typeof prng>;
 
 interface ReplicaModel {
