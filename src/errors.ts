@@ -36,7 +36,7 @@ interface Answered extends Raised {
 export const ERROR_CODES = {
   GW_CONFIG_INVALID: { meaning: 'the configuration file does not validate' },
   GW_CONFIG_UNREADABLE: { meaning: 'the configuration file cannot be read or parsed' },
-  GW_CURSOR_SECRET_INVALID: { meaning: 'the cursor secret is not a string or Buffer of at least 32 bytes' },
+  GW_CURSOR_SECRET_INVALID: { meaning: 'a cursor secret (cursor.secret or one of cursor.previousSecrets) is not a string or Buffer of at least 32 bytes, or is the same as another' },
   GW_SESSION_NOT_FOUND: {
     status: 404,
     rpc: -32001,

@@ -65,6 +65,8 @@ export function createResumption(kit: ResumeKit) {
     let facts: ResumptionFacts;
     try {
       const cursor = (await keys.codec()).decode(lastEventId, sessionId);
+      // Tells an operator when a retired key is no longer used (docs/security.md#cursor-keys).
+      if (cursor.kind !== 'foreign' && cursor.previous !== undefined) metrics.cursorPreviousKey.inc();
       const read = (at: Parameters<FactsReader>[0]) => store.touchAndRead(sessionId, config.sessions.idleTtlMs, at);
       facts = await gatherFacts(cursor, read, fleet, { journal: config.resumption.journal.enabled, now: Date.now() });
       const { session } = facts;
