@@ -36,7 +36,7 @@ interface Answered extends Raised {
 export const ERROR_CODES = {
   GW_CONFIG_INVALID: { meaning: 'the configuration file does not validate' },
   GW_CONFIG_UNREADABLE: { meaning: 'the configuration file cannot be read or parsed' },
-  GW_CURSOR_SECRET_INVALID: { meaning: 'the cursor secret is not a string or Buffer of at least 32 bytes' },
+  GW_CURSOR_SECRET_INVALID: { meaning: 'a cursor secret (cursor.secret or one of cursor.previousSecrets) is not a string or Buffer of at least 32 bytes, or is the same as another' },
   GW_STORE_REFUSED: {
     meaning:
       "at start, the store refused the gateway for good: its TLS certificate is not trusted (store.tls), the credentials are wrong, or the store's user lacks a permission (docs/security.md); the gateway exits 1. Later, the same is a store outage (GW_STORE_UNAVAILABLE)",

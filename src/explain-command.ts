@@ -37,7 +37,7 @@ export async function explainCommand(config: Config, cursor: string, sessionId: 
   try {
     await retryWithin(config.store.connectTimeoutMs, { firstMs: 10, maxMs: 200 }, () => store.ping());
     const key = async (): Promise<ExplainKey | null> => {
-      if (config.cursor.secret) return { codec: new CursorCodec(config.cursor.secret), source: 'configured' };
+      if (config.cursor.secret) return { codec: new CursorCodec(config.cursor.secret, config.cursor.previousSecrets), source: 'configured' };
       const agreed = await store.readSecret();
       return agreed === null ? null : { codec: new CursorCodec(agreed), source: 'agreed' };
     };

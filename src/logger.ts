@@ -51,9 +51,9 @@ export class LogSecrets {
     }
   }
 
-  /** Every secret a configuration holds: the cursor secret and the store's passwords. */
+  /** Every secret a configuration holds: the cursor secrets and the store's passwords. */
   addConfig(config: Pick<Config, 'cursor' | 'store'>): void {
-    this.add(config.cursor.secret);
+    for (const secret of [config.cursor.secret, ...(config.cursor.previousSecrets ?? [])]) this.add(secret);
     const { store } = config;
     for (const url of [store.url, ...(store.cluster?.nodes ?? []), ...(store.sentinel?.nodes ?? [])]) this.addUrlPassword(url);
   }

@@ -91,10 +91,14 @@ export function createMetrics(registry: Registry) {
     ),
     cursorKeyMismatch: gauge(
       'mcp_gateway_cursor_key_mismatch_instances',
-      'Other gateway instances on this store whose cursor key differs from this one (their cursors are foreign_cursor here).',
+      'Other gateway instances on this store that sign with a key this one does not verify, or do not verify the key this one signs with (cursors of one are foreign_cursor on the other).',
       [],
       // Workers all see the same other instances: counted once, not once per worker.
       'max',
+    ),
+    cursorPreviousKey: counter(
+      'mcp_gateway_cursor_previous_key_total',
+      'Cursors of resumptions that a previous key (cursor.previousSecrets) verified rather than the signing key (cursor.secret): once it stops growing on every instance, no cursor of those keys is used any more (docs/security.md#cursor-keys).',
     ),
     modernRequests: counter(
       'mcp_gateway_modern_requests_total',

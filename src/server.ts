@@ -80,7 +80,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const bindings = new BindingCache({ config: () => config, store, fleet, metrics, logger });
   const upstreams = new Upstreams(config.upstream);
   const openStreams = new OpenStreams();
-  const keys = new CursorKeys(config.cursor.secret, store, logger, (secret) => deps.secrets?.add(secret));
+  const keys = new CursorKeys(config.cursor, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics, instanceId: deps.instanceId });
   const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId });
@@ -215,6 +215,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       logger.level = next.log.level;
       applyClientLimits(mcp.server, next.limits);
       upstreams.reconfigure(next.upstream);
+      keys.reconfigure(next.cursor);
       fleet.reconfigure(next);
       // Streams of removed replicas end now; their sessions are lost (R4) and get 404 from here on.
       openStreams.end(removed);

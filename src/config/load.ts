@@ -142,7 +142,17 @@ function scalarFromYaml(raw: string): unknown {
   }
 }
 
+/**
+ * Removes what interpolate left unset: a key, or an item of a list of strings (`previousSecrets:
+ * [${OLD_SECRET}]` is empty while OLD_SECRET is unset). In a list of anything else the item stays,
+ * as undefined, for the schema to name as missing.
+ */
 function removeUnset(value: Record<string, unknown> | unknown[]): void {
+  if (Array.isArray(value) && value.includes(UNSET) && value.every((item) => item === UNSET || typeof item === 'string')) {
+    const kept = value.filter((item) => item !== UNSET);
+    value.splice(0, value.length, ...kept);
+    return;
+  }
   for (const [key, child] of Object.entries(value)) {
     if (child === UNSET) {
       if (Array.isArray(value)) value[Number(key)] = undefined;
@@ -265,11 +275,32 @@ function semanticProblems(config: Record<string, unknown>): { path: Path; messag
     }
   }
   if (isRecord(store)) problems.push(...storeProblems(store));
+  if (isRecord(config['cursor'])) problems.push(...cursorProblems(config['cursor']));
   const workers = config['workers'];
   if (typeof workers === 'number' && workers > 1 && (!isRecord(store) || (store['type'] ?? 'memory') === 'memory')) {
     // Sessions, cursors and journals in memory are one process's: a second worker would not know them.
     problems.push({ path: ['workers'], message: 'more than one worker needs store.type: redis (a memory store lives in one process; use workers: 1 or a Redis store)' });
   }
+  return problems;
+}
+
+/** Verify-only keys beside a signing key, each of them a key of its own. Never names a value. */
+function cursorProblems(cursor: Record<string, unknown>): { path: Path; message: string }[] {
+  const problems: { path: Path; message: string }[] = [];
+  const previous = cursor['previousSecrets'];
+  if (!Array.isArray(previous) || previous.length === 0) return problems;
+  const secret = cursor['secret'];
+  if (typeof secret !== 'string') {
+    problems.push({ path: ['cursor', 'previousSecrets'], message: 'needs cursor.secret (the key that signs); an agreed key does not rotate' });
+  }
+  previous.forEach((value, i) => {
+    if (typeof value !== 'string') return;
+    if (value === secret) problems.push({ path: ['cursor', 'previousSecrets', i], message: 'is the same as cursor.secret (which verifies already)' });
+    else {
+      const first = previous.indexOf(value);
+      if (first < i) problems.push({ path: ['cursor', 'previousSecrets', i], message: `duplicates cursor.previousSecrets[${first}]` });
+    }
+  });
   return problems;
 }
 

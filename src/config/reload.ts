@@ -1,10 +1,10 @@
 /**
  * What a reload (SIGHUP) can change in a running gateway. Everything is applied live except what
  * is bound when the process starts: the listeners' addresses and the MCP path (sockets and routes),
- * the store (its connections and topology), the cursor secret (the codec every cursor is checked
- * with), and the header block size (Node's parser is made with it). Those keep their running
- * values, are named as not applied, and take effect at the next start; a later reload names them
- * again until then.
+ * the store (its connections and topology), and the header block size (Node's parser is made with
+ * it). Those keep their running values, are named as not applied, and take effect at the next
+ * start; a later reload names them again until then. The cursor keys are applied live: open
+ * streams sign with the new key from their next event (cursor/keys.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Config } from './schema.js';
@@ -17,7 +17,6 @@ export const RESTART_ONLY = {
   workers: 'the worker processes are started with the gateway',
   legacySse: 'the HTTP+SSE routes are registered at start',
   store: 'the store connection and its topology are set up at start',
-  'cursor.secret': 'every cursor in circulation is checked with the running key',
   'limits.headerBytes': "Node's HTTP parser is made with its header limit",
 } as const;
 
@@ -42,7 +41,6 @@ export function planReload(running: Config, next: Config): ReloadPlan {
     path: running.path,
     workers: running.workers,
     store: running.store,
-    cursor: running.cursor,
     limits: { ...next.limits, headerBytes: running.limits.headerBytes },
   };
   // legacySse, like path, keeps its running value: set or unset.

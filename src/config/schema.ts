@@ -336,7 +336,13 @@ export const ConfigSchema = Type.Object(
           Type.String({
             minLength: 32,
             description:
-              'key of the cursor MAC (at least 32 characters); unset: the gateways sharing the store agree on a random one',
+              'key of the cursor MAC (at least 32 characters): it signs every cursor issued, and verifies; unset: the gateways sharing the store agree on a random one. A reload applies a new one; to change it without turning cursors in flight foreign, follow the rotation in docs/security.md#cursor-keys',
+          }),
+        ),
+        previousSecrets: Type.Optional(
+          Type.Array(Type.String({ minLength: 32 }), {
+            description:
+              'keys that verify cursors but sign none (each at least 32 characters, each different, none the same as cursor.secret; needs cursor.secret): the key being retired, or the next one before it signs (docs/security.md#cursor-keys). An item whose ${VAR} is unset or empty is left out. A reload applies them',
           }),
         ),
       },

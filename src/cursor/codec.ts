@@ -17,6 +17,9 @@
  *   numbers its events in batches, one AES call per batch (see CursorIssuer): an HMAC per event
  *   cost more than everything else the gateway does to an event together.
  *
+ * The signing key is the first of a list (cursor.secret, then cursor.previousSecrets), and every key
+ * of the list verifies: a rotation (docs/security.md) turns no cursor in flight foreign.
+ *
  * At most 65 characters, all in `A-Z a-z 0-9 . _ -`. The cursor carries no replica event id or
  * address; the store maps it to those. The encoding is canonical: decode accepts exactly the string
  * that encode produces for its fields and session, so a replayed event's cursor (E3) is equal as a
@@ -43,10 +46,11 @@ export type ForeignWhy =
   | 'bad_tag'
   | 'bad_mac';
 
+/** `previous`: the index among the previous keys of the one that verified the cursor; absent for the signing key. */
 export type DecodeResult =
   | { kind: 'foreign'; why: ForeignWhy }
-  | { kind: 'session_mismatch'; fields: CursorFields }
-  | { kind: 'ok'; fields: CursorFields };
+  | { kind: 'session_mismatch'; fields: CursorFields; previous?: number }
+  | { kind: 'ok'; fields: CursorFields; previous?: number };
 
 /** CONTRACT E2. */
 export const CURSOR_MAX_LENGTH = 128;
@@ -102,45 +106,100 @@ export function newIncarnationId(): string {
   return id;
 }
 
-export class CursorCodec {
+/** One cursor secret's subkeys, each derived apart (HKDF) so that none can stand in for another. */
+class CursorKey {
   readonly #tagKey: KeyObject;
   readonly #macKey: KeyObject;
   readonly #principalKey: KeyObject;
   readonly #tags = new Map<string, string>();
-  /**
-   * Names the key without revealing it (an HMAC of a constant under a subkey of its own): two
-   * gateways with the same fingerprint accept each other's cursors. Published in the store.
-   */
   readonly fingerprint: string;
 
-  /** `secret`: at least 32 bytes (a string counts its UTF-8 bytes). Throws GW_CURSOR_SECRET_INVALID. */
-  constructor(secret: string | Uint8Array) {
-    let ikm: Buffer;
-    if (typeof secret === 'string') ikm = Buffer.from(secret, 'utf8');
-    else if (secret instanceof Uint8Array) ikm = Buffer.from(secret);
-    else throw new GatewayError('GW_CURSOR_SECRET_INVALID', 'the cursor secret must be a string or a Buffer');
-    if (ikm.length < MIN_SECRET_BYTES) {
-      throw new GatewayError(
-        'GW_CURSOR_SECRET_INVALID',
-        `the cursor secret must be at least ${MIN_SECRET_BYTES} bytes, got ${ikm.length}`,
-      );
-    }
+  constructor(ikm: Buffer) {
     const derive = (info: string): KeyObject =>
       createSecretKey(Buffer.from(hkdfSync('sha256', ikm, HKDF_SALT, info, 32)));
     this.#tagKey = derive(TAG_INFO);
     this.#macKey = derive(MAC_INFO);
     this.#principalKey = derive(PRINCIPAL_INFO);
     this.fingerprint = createHmac('sha256', derive(FINGERPRINT_INFO)).update(FINGERPRINT_INFO).digest().subarray(0, FINGERPRINT_BYTES).toString('base64url');
-    ikm.fill(0);
+  }
+
+  principal(material: string): string {
+    return createHmac('sha256', this.#principalKey).update(material).digest().subarray(0, PRINCIPAL_BYTES).toString('base64url');
+  }
+
+  // UTF-16 code units rather than UTF-8: UTF-8 maps every lone surrogate to U+FFFD, so two distinct
+  // session ids could share a tag. Remembered for the sessions seen last: every stream of a
+  // session needs its tag, and a session has many short POST streams.
+  tag(sessionId: string): string {
+    let tag = this.#tags.get(sessionId);
+    if (tag === undefined) {
+      tag = createHmac('sha256', this.#tagKey).update(Buffer.from(sessionId, 'utf16le')).digest().subarray(0, TAG_BYTES).toString('base64url');
+      if (typeof sessionId === 'string' && sessionId.length <= TAG_CACHE_MAX_ID) {
+        if (this.#tags.size >= TAG_CACHE_SIZE) this.#tags.clear();
+        this.#tags.set(sessionId, tag);
+      }
+    }
+    return tag;
+  }
+
+  streamKey(incarnation: string, tag: string): Buffer {
+    return createHmac('sha256', this.#macKey).update(`${VERSION}.${incarnation}.${tag}`, 'latin1').digest();
+  }
+}
+
+/**
+ * The fleet's cursor keys: the first signs every cursor issued, and each one verifies (a rotation,
+ * see docs/security.md). setKeys changes them in place, so that every issuer made before follows
+ * at its next batch: a stream open across a rotation stops issuing cursors of the old signing key.
+ */
+export class CursorCodec {
+  #keys: readonly CursorKey[];
+  #generation = 0;
+
+  /**
+   * `secret` signs and verifies, each of `previous` only verifies. Each at least 32 bytes (a
+   * string counts its UTF-8 bytes), all different. Throws GW_CURSOR_SECRET_INVALID.
+   */
+  constructor(secret: string | Uint8Array, previous: readonly (string | Uint8Array)[] = []) {
+    this.#keys = cursorKeys(secret, previous);
+  }
+
+  /** Replaces the keys (as the constructor takes them); nothing changes when they are invalid (throws). */
+  setKeys(secret: string | Uint8Array, previous: readonly (string | Uint8Array)[] = []): void {
+    this.#keys = cursorKeys(secret, previous);
+    this.#generation++;
+  }
+
+  /**
+   * Names the signing key without revealing it (an HMAC of a constant under a subkey of its own):
+   * a gateway that verifies this fingerprint accepts this one's cursors.
+   */
+  get fingerprint(): string {
+    return this.#keys[0]!.fingerprint;
+  }
+
+  /** The fingerprint of every key that verifies: the signing key's first, then the previous keys' in order. */
+  get fingerprints(): readonly string[] {
+    return this.#keys.map((key) => key.fingerprint);
+  }
+
+  /** @internal Counts setKeys: an issuer whose keys are older takes the new ones. */
+  get generation(): number {
+    return this.#generation;
   }
 
   /**
    * A session's principal (CONTRACT.md §8 J6): a keyed fingerprint of the client's credential
-   * material, under a subkey of its own, so that neither the store nor a log holds anything from
-   * which the credential could be guessed offline.
+   * material under the signing key (a subkey of its own), so that neither the store nor a log
+   * holds anything from which the credential could be guessed offline.
    */
   principal(material: string): string {
-    return createHmac('sha256', this.#principalKey).update(material).digest().subarray(0, PRINCIPAL_BYTES).toString('base64url');
+    return this.#keys[0]!.principal(material);
+  }
+
+  /** The principals of `material` under the previous keys, in order: a session bound before a rotation holds one of them. */
+  previousPrincipals(material: string): string[] {
+    return this.#keys.slice(1).map((key) => key.principal(material));
   }
 
   /** The cursor for `fields` in `sessionId`. Throws RangeError on fields that no cursor can carry. */
@@ -153,80 +212,131 @@ export class CursorCodec {
     if (typeof incarnation !== 'string' || !INCARNATION_PATTERN.test(incarnation)) {
       throw new RangeError('cursor incarnation must be 16 characters of base64url');
     }
-    const tag = this.#tag(sessionId);
-    return new CursorIssuer(`${VERSION}.${incarnation}.`, `.${tag}.`, this.#streamKey(incarnation, tag));
+    return new CursorIssuer(this, sessionId, incarnation);
+  }
+
+  /** @internal An issuer's framing and cipher under the signing key. */
+  signing(sessionId: string, incarnation: string): { head: string; middle: string; cipher: Cipher } {
+    const key = this.#keys[0]!;
+    const tag = key.tag(sessionId);
+    return { head: `${VERSION}.${incarnation}.`, middle: `.${tag}.`, cipher: macCipher(key.streamKey(incarnation, tag)) };
   }
 
   /**
    * What `value` (a `Last-Event-ID`) is, for a request of `sessionId`. Checks shape, then MAC, then
-   * session (CONTRACT §5: foreign_cursor before session_mismatch). Never throws; at most two HMACs
-   * and one AES block, and only for a value of at most 128 characters that has the shape of a cursor.
+   * session (CONTRACT §5: foreign_cursor before session_mismatch), under the signing key first and
+   * then each previous key (`previous`: the index of the one that verified it). Never throws; per
+   * key at most two HMACs and one AES block, and only for a value of at most 128 characters that
+   * has the shape of a cursor.
    */
   decode(value: string, sessionId: string): DecodeResult {
     const parsed = parseCursor(value);
     if (parsed.kind === 'foreign') return parsed;
     const { incarnation, seq, tag, mac } = parsed.parts;
-    // Compare the base64url texts, not decoded bytes: Node's decoder ignores the spare low bits of the
-    // last character, and a second spelling of the same MAC would break canonicity.
-    const expected = new CursorIssuer('', '', this.#streamKey(incarnation, tag)).macs([seq])[0]!;
-    if (!equalAscii(mac, expected)) return foreign('bad_mac');
-    const fields = { incarnation, seq };
-    if (typeof sessionId !== 'string' || !equalAscii(tag, this.#tag(sessionId))) {
-      return { kind: 'session_mismatch', fields };
-    }
-    return { kind: 'ok', fields };
-  }
-
-  // UTF-16 code units rather than UTF-8: UTF-8 maps every lone surrogate to U+FFFD, so two distinct
-  // session ids could share a tag. Remembered for the sessions seen last: every stream of a
-  // session needs its tag, and a session has many short POST streams.
-  #tag(sessionId: string): string {
-    let tag = this.#tags.get(sessionId);
-    if (tag === undefined) {
-      tag = this.#computeTag(sessionId);
-      if (typeof sessionId === 'string' && sessionId.length <= TAG_CACHE_MAX_ID) {
-        if (this.#tags.size >= TAG_CACHE_SIZE) this.#tags.clear();
-        this.#tags.set(sessionId, tag);
+    const keys = this.#keys;
+    for (let k = 0; k < keys.length; k++) {
+      const key = keys[k]!;
+      // Compare the base64url texts, not decoded bytes: Node's decoder ignores the spare low bits of
+      // the last character, and a second spelling of the same MAC would break canonicity.
+      if (!equalAscii(mac, macText(macCipher(key.streamKey(incarnation, tag)), [seq]).slice(0, MAC_LENGTH))) continue;
+      const fields = { incarnation, seq };
+      const previous = k === 0 ? {} : { previous: k - 1 };
+      if (typeof sessionId !== 'string' || !equalAscii(tag, key.tag(sessionId))) {
+        return { kind: 'session_mismatch', fields, ...previous };
       }
+      return { kind: 'ok', fields, ...previous };
     }
-    return tag;
+    return foreign('bad_mac');
   }
+}
 
-  #computeTag(sessionId: string): string {
-    return createHmac('sha256', this.#tagKey)
-      .update(Buffer.from(sessionId, 'utf16le'))
-      .digest()
-      .subarray(0, TAG_BYTES)
-      .toString('base64url');
+/** The keys of `secret` and `previous`, checked. Throws GW_CURSOR_SECRET_INVALID. */
+function cursorKeys(secret: string | Uint8Array, previous: readonly (string | Uint8Array)[]): CursorKey[] {
+  if (!Array.isArray(previous)) throw new GatewayError('GW_CURSOR_SECRET_INVALID', 'the previous cursor secrets must be a list');
+  const material = [secret, ...previous].map((value, i) => keyMaterial(value, i === 0 ? 'the cursor secret' : `previous cursor secret ${i}`));
+  try {
+    material.forEach((ikm, i) => {
+      const first = material.findIndex((other) => other.equals(ikm));
+      if (first < i) {
+        throw new GatewayError('GW_CURSOR_SECRET_INVALID', `previous cursor secret ${i} is the same as ${first === 0 ? 'the cursor secret' : `previous cursor secret ${first}`}`);
+      }
+    });
+    return material.map((ikm) => new CursorKey(ikm));
+  } finally {
+    for (const ikm of material) ikm.fill(0);
   }
+}
 
-  #streamKey(incarnation: string, tag: string): Buffer {
-    return createHmac('sha256', this.#macKey).update(`${VERSION}.${incarnation}.${tag}`, 'latin1').digest();
+function keyMaterial(secret: string | Uint8Array, name: string): Buffer {
+  let ikm: Buffer;
+  if (typeof secret === 'string') ikm = Buffer.from(secret, 'utf8');
+  else if (secret instanceof Uint8Array) ikm = Buffer.from(secret);
+  else throw new GatewayError('GW_CURSOR_SECRET_INVALID', `${name} must be a string or a Buffer`);
+  if (ikm.length < MIN_SECRET_BYTES) {
+    throw new GatewayError('GW_CURSOR_SECRET_INVALID', `${name} must be at least ${MIN_SECRET_BYTES} bytes, got ${ikm.length}`);
   }
+  return ikm;
+}
+
+/**
+ * AES under a stream key, whole blocks without padding: each block is enciphered alone, at once,
+ * so one cipher serves the whole stream and is never finalised. The key is wiped once it is in.
+ */
+function macCipher(streamKey: Buffer): Cipher {
+  const cipher = createCipheriv(CIPHER, streamKey, null).setAutoPadding(false);
+  streamKey.fill(0);
+  return cipher;
+}
+
+/** The macs of `seqs` in one base64url text, MAC_STRIDE_CHARS characters each, of which the first MAC_LENGTH are the mac. */
+function macText(cipher: Cipher, seqs: readonly number[]): string {
+  const n = seqs.length;
+  const blocks = Buffer.alloc(n * MAC_BYTES);
+  for (let i = 0; i < n; i++) {
+    const seq = seqs[i]!;
+    if (!Number.isSafeInteger(seq) || seq < 0) {
+      throw new RangeError(`cursor seq must be a non-negative safe integer, got ${String(seq)}`);
+    }
+    blocks.writeUInt32BE(Math.floor(seq / 0x1_0000_0000), i * MAC_BYTES + 8);
+    blocks.writeUInt32BE(seq >>> 0, i * MAC_BYTES + 12);
+  }
+  const enciphered = cipher.update(blocks);
+  const spaced = Buffer.alloc(n * MAC_STRIDE);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < MAC_BYTES; j++) spaced[i * MAC_STRIDE + j] = enciphered[i * MAC_BYTES + j]!;
+  }
+  return spaced.toString('base64url');
 }
 
 /**
  * The cursors of one incarnation in one session: the session tag and the stream key are computed
- * once, and a batch of positions costs one AES call and one base64url pass.
+ * once per signing key, and a batch of positions costs one AES call and one base64url pass.
  */
 export class CursorIssuer {
-  readonly #head: string;
-  readonly #middle: string;
-  #key: Buffer | undefined;
-  #cipher: Cipher | undefined;
+  readonly #codec: CursorCodec;
+  readonly #sessionId: string;
+  readonly #incarnation: string;
+  #generation: number;
+  #head: string;
+  #middle: string;
+  #cipher: Cipher;
 
   /** @internal Made by CursorCodec.issuer. */
-  constructor(head: string, middle: string, key: Buffer) {
-    this.#head = head;
-    this.#middle = middle;
-    this.#key = key;
+  constructor(codec: CursorCodec, sessionId: string, incarnation: string) {
+    this.#codec = codec;
+    this.#sessionId = sessionId;
+    this.#incarnation = incarnation;
+    this.#generation = codec.generation;
+    ({ head: this.#head, middle: this.#middle, cipher: this.#cipher } = codec.signing(sessionId, incarnation));
   }
 
   /** The cursors of positions `seqs`, in order. Throws RangeError on a seq that no cursor can carry. */
   encode(seqs: readonly number[]): string[] {
-    const macs = this.macs(seqs);
+    const text = this.#macText(seqs);
     const out = new Array<string>(seqs.length);
-    for (let i = 0; i < seqs.length; i++) out[i] = this.#head + seqs[i]!.toString(36) + this.#middle + macs[i]!;
+    for (let i = 0; i < seqs.length; i++) {
+      out[i] = this.#head + seqs[i]!.toString(36) + this.#middle + text.slice(i * MAC_STRIDE_CHARS, i * MAC_STRIDE_CHARS + MAC_LENGTH);
+    }
     return out;
   }
 
@@ -240,39 +350,13 @@ export class CursorIssuer {
     return new CursorLines(Buffer.from(before + this.#head, 'latin1'), Buffer.from(this.#middle, 'latin1'), Buffer.from(after, 'latin1'), seqs, new Uint8Array(macs.buffer, macs.byteOffset, macs.length));
   }
 
-  /** @internal The macs alone (decode checks one). */
-  macs(seqs: readonly number[]): string[] {
-    const text = this.#macText(seqs);
-    const macs = new Array<string>(seqs.length);
-    for (let i = 0; i < seqs.length; i++) macs[i] = text.slice(i * MAC_STRIDE_CHARS, i * MAC_STRIDE_CHARS + MAC_LENGTH);
-    return macs;
-  }
-
-  /** The macs of `seqs` in one base64url text, MAC_STRIDE_CHARS characters each, of which the first MAC_LENGTH are the mac. */
+  /** The macs under the codec's signing key as it is now (a rotation since the last batch is taken up). */
   #macText(seqs: readonly number[]): string {
-    const n = seqs.length;
-    const blocks = Buffer.alloc(n * MAC_BYTES);
-    for (let i = 0; i < n; i++) {
-      const seq = seqs[i]!;
-      if (!Number.isSafeInteger(seq) || seq < 0) {
-        throw new RangeError(`cursor seq must be a non-negative safe integer, got ${String(seq)}`);
-      }
-      blocks.writeUInt32BE(Math.floor(seq / 0x1_0000_0000), i * MAC_BYTES + 8);
-      blocks.writeUInt32BE(seq >>> 0, i * MAC_BYTES + 12);
+    if (this.#generation !== this.#codec.generation) {
+      this.#generation = this.#codec.generation;
+      ({ head: this.#head, middle: this.#middle, cipher: this.#cipher } = this.#codec.signing(this.#sessionId, this.#incarnation));
     }
-    // ECB over whole blocks without padding: each block is enciphered alone, at once, so one
-    // cipher serves the whole stream and is never finalised.
-    if (!this.#cipher) {
-      this.#cipher = createCipheriv(CIPHER, this.#key!, null).setAutoPadding(false);
-      this.#key!.fill(0);
-      this.#key = undefined;
-    }
-    const enciphered = this.#cipher.update(blocks);
-    const spaced = Buffer.alloc(n * MAC_STRIDE);
-    for (let i = 0; i < n; i++) {
-      for (let j = 0; j < MAC_BYTES; j++) spaced[i * MAC_STRIDE + j] = enciphered[i * MAC_BYTES + j]!;
-    }
-    return spaced.toString('base64url');
+    return macText(this.#cipher, seqs);
   }
 }
 

@@ -64,7 +64,15 @@ export interface Explanation {
     readonly foreign?: ForeignWhy | 'no_key';
     /** Its session tag against the session given: match, mismatch, or not checked. */
     readonly session: 'match' | 'mismatch' | 'not_checked';
-    readonly key: { readonly source: 'configured' | 'agreed' | 'none'; readonly fingerprint?: string };
+    /**
+     * The key: its fingerprint is the signing key's; `previous`, when a previous key verified the
+     * cursor, names it (its index in cursor.previousSecrets and its fingerprint).
+     */
+    readonly key: {
+      readonly source: 'configured' | 'agreed' | 'none';
+      readonly fingerprint?: string;
+      readonly previous?: { readonly index: number; readonly fingerprint: string };
+    };
   };
   /** The session as the store holds it; null when it holds none (or no session was given). */
   readonly session: SessionSummary | null;
@@ -153,7 +161,7 @@ export async function explainCursor(deps: ExplainDeps, value: string, sessionId:
       mac: !key || shape.kind === 'foreign' ? 'not_checked' : cursor.kind === 'foreign' ? 'invalid' : 'valid',
       ...(cursor.kind === 'foreign' ? { foreign: key || shape.kind === 'foreign' ? cursor.why : ('no_key' as const) } : {}),
       session: cursor.kind === 'ok' ? (sessionId === undefined ? 'not_checked' : 'match') : cursor.kind === 'session_mismatch' && sessionId !== undefined ? 'mismatch' : 'not_checked',
-      key: key ? { source: key.source, fingerprint: key.codec.fingerprint } : { source: 'none' },
+      key: key ? { source: key.source, fingerprint: key.codec.fingerprint, ...previousKey(key.codec, cursor) } : { source: 'none' },
     },
     session: facts.session ? summarizeSession(facts.session, facts.ownerGone, facts.ownerHealth) : null,
     incarnation: cursor.kind === 'ok' && facts.session ? summarizeView(facts.view, cursor.fields.seq) : null,
@@ -251,12 +259,19 @@ function summarizeIncarnation(record: IncarnationRecord): IncarnationSummary {
   };
 }
 
+/** The previous key that verified `cursor`, if one did. */
+function previousKey(codec: CursorCodec, cursor: DecodeResult): { previous?: { index: number; fingerprint: string } } {
+  if (cursor.kind === 'foreign' || cursor.previous === undefined) return {};
+  return { previous: { index: cursor.previous, fingerprint: codec.fingerprints[cursor.previous + 1]! } };
+}
+
 /** The explanation as an operator reads it in a terminal. */
 export function formatExplanation(e: Explanation): string {
   const lines: string[] = [];
   const c = e.cursor;
   lines.push(`cursor       ${c.value}`);
-  lines.push(`  key        ${c.key.source}${c.key.fingerprint ? ` (fingerprint ${c.key.fingerprint})` : ''}`);
+  const previous = c.key.previous ? `; verified by cursor.previousSecrets[${c.key.previous.index}] (fingerprint ${c.key.previous.fingerprint})` : '';
+  lines.push(`  key        ${c.key.source}${c.key.fingerprint ? ` (fingerprint ${c.key.fingerprint})` : ''}${previous}`);
   lines.push(`  mac        ${c.mac}${c.foreign ? ` (foreign_cursor: ${c.foreign})` : ''}`);
   if (c.incarnation !== undefined) {
     const trust = c.mac === 'valid' ? '' : ' (read from its shape, not authenticated)';

@@ -74,6 +74,8 @@ export function createResumption(kit: ResumeKit) {
     let facts: ResumptionFacts;
     try {
       const cursor = (await keys.codec()).decode(lastEventId, sessionId);
+      // Tells an operator when a retired key is no longer used (docs/security.md#cursor-keys).
+      if (cursor.kind !== 'foreign' && cursor.previous !== undefined) metrics.cursorPreviousKey.inc();
       facts = await gatherFacts(cursor, reader(sessionId), fleet, factsContext());
       const { session } = facts;
       if (session && facts.ownerGone && session.state === 'active') kit.loseSession(session, 'owner gone');

@@ -5,7 +5,8 @@
  * A session is bound at `initialize` to a principal: a keyed fingerprint (CursorCodec.principal)
  * of the request's credential headers (`security.credentialHeaders`), never the values. Before the
  * gateway serves a session itself, `check` compares the request's principal with the session's:
- * - the same: served;
+ * - the same: served; the same under a previous cursor key (a session bound before a rotation,
+ *   docs/security.md#cursor-keys): served, and bound again under the signing key;
  * - another, with the owner alive: the owner is asked, with a `ping` into the session that
  *   carries the request's credential headers, whether it accepts this request for the session (a
  *   refreshed token of the same user is the usual case). Its 2xx: served, and the session is bound
@@ -81,9 +82,18 @@ export function createPrincipals(deps: PrincipalDeps) {
 
   /** Whether `request` may be served `session` from the gateway's own state (see above). */
   async function check(request: { headers: IncomingHttpHeaders; url: string }, session: SessionRecord, ownerGone: boolean): Promise<PrincipalVerdict> {
-    const principal = await of(request.headers);
+    const codec = await keys.codec();
+    const material = credentialMaterial(request.headers, config().security.credentialHeaders);
+    const principal = codec.principal(material);
     if (session.principal === principal) {
       metrics.principalChecks.inc({ result: 'match' });
+      return { kind: 'allowed' };
+    }
+    if (session.principal !== undefined && codec.previousPrincipals(material).includes(session.principal)) {
+      // Bound before a rotation of the cursor keys: the same credential, under a key that still
+      // verifies. Bound again under the signing key, so that it still matches once that key goes.
+      metrics.principalChecks.inc({ result: 'match' });
+      await rebind(session, principal, 'the store did not take the principal under the new cursor key: it is matched under the previous one until then');
       return { kind: 'allowed' };
     }
     const owner = ownerGone ? undefined : deps.replica(session.owner);
@@ -95,11 +105,8 @@ export function createPrincipals(deps: PrincipalDeps) {
     const asked = await askOwner(request, session, owner);
     if (asked.kind === 'allowed') {
       metrics.principalChecks.inc({ result: 'accepted' });
-      await store.setPrincipal(session.sessionId, principal).catch((err: unknown) => {
-        if (!isStoreError(err)) throw err;
-        // Served all the same (the owner accepted it); the next request is asked again.
-        logger.warn({ session: shortId(session.sessionId) }, 'the store did not take the accepted credential: the owner will be asked again next time');
-      });
+      // Served all the same (the owner accepted it); the next request is asked again.
+      await rebind(session, principal, 'the store did not take the accepted credential: the owner will be asked again next time');
     } else {
       metrics.principalChecks.inc({ result: asked.kind === 'owner_refused' ? 'refused' : 'unverified' });
       logger.warn(
@@ -110,6 +117,14 @@ export function createPrincipals(deps: PrincipalDeps) {
       );
     }
     return asked;
+  }
+
+  /** Binds `session` to `principal`; a store that does not take it is logged with `unsaved`, and the request is served all the same. */
+  async function rebind(session: SessionRecord, principal: string, unsaved: string): Promise<void> {
+    await store.setPrincipal(session.sessionId, principal).catch((err: unknown) => {
+      if (!isStoreError(err)) throw err;
+      logger.warn({ session: shortId(session.sessionId) }, unsaved);
+    });
   }
 
   async function askOwner(request: { headers: IncomingHttpHeaders; url: string }, session: SessionRecord, owner: ReplicaConfig): Promise<PrincipalVerdict> {

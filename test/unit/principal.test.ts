@@ -64,7 +64,7 @@ t.test('another credential and an owner that fails the check or does not answer 
   const metrics = createMetrics(new Registry());
   const principals = createPrincipals({
     config: () => config,
-    keys: new CursorKeys('k'.repeat(32), store, logger),
+    keys: new CursorKeys({ secret: 'k'.repeat(32) }, store, logger),
     store,
     upstreams,
     replica: (id) => config.replicas.find((r) => r.id === id),
@@ -91,4 +91,45 @@ t.test('another credential and an owner that fails the check or does not answer 
   t.same(await principals.check({ headers: { authorization: 'Bearer old' }, url: '/mcp' }, session, true), { kind: 'allowed' }, 'its bound principal is served with the owner gone');
   const results = (await metrics.principalChecks.get()).values.map((v) => `${v.labels.result}=${v.value}`).sort();
   t.same(results, ['accepted=1', 'match=1', 'owner_gone=1', 'unverified=2']);
+});
+
+/**
+ * The principal is keyed by the cursor keys: a rotation (docs/security.md#rotating-the-cursor-key)
+ * keeps a bound session matching its own credential, even with the owner gone (nobody could accept
+ * it then), and never matches another.
+ */
+t.test('a session bound before a rotation of the cursor keys still matches its credential, and is bound again under the signing key', async (t) => {
+  const OLD = 'old-secret-0123456789abcdefghijklmnopqrstuvwxyz';
+  const NEW = 'new-secret-0123456789abcdefghijklmnopqrstuvwxyz';
+  const config = parseConfig('replicas: [{ id: r1, url: "http://127.0.0.1:9/mcp" }]\n', 'test.yaml', {});
+  const store = createMemoryStore();
+  const logger = createLogger('silent');
+  const upstreams = new Upstreams(config.upstream);
+  t.teardown(() => upstreams.close());
+  const metrics = createMetrics(new Registry());
+  const keys = new CursorKeys({ secret: OLD }, store, logger);
+  const principals = createPrincipals({ config: () => config, keys, store, upstreams, replica: (id) => config.replicas.find((r) => r.id === id), metrics, logger });
+  const alice = { headers: { authorization: 'Bearer alice' }, url: '/mcp' };
+  const bob = { headers: { authorization: 'Bearer bob' }, url: '/mcp' };
+  const session = async (id: string) => (await store.touchSession(id, 60_000))!;
+  await store.bindSession({ sessionId: 's1', owner: 'r1', ownerEpoch: 'e', principal: await principals.of(alice.headers) }, 60_000);
+  await store.bindSession({ sessionId: 's2', owner: 'r1', ownerEpoch: 'e', principal: await principals.of(alice.headers) }, 60_000);
+  const boundOld = (await session('s1')).principal;
+
+  keys.reconfigure({ secret: OLD, previousSecrets: [NEW] });
+  t.same(await principals.check(alice, await session('s1'), true), { kind: 'allowed' }, 'step 1: the same principal');
+  t.equal((await session('s1')).principal, boundOld, 'nothing to bind again');
+
+  keys.reconfigure({ secret: NEW, previousSecrets: [OLD] });
+  t.same(await principals.check(bob, await session('s1'), true), { kind: 'refused', code: 'GW_PRINCIPAL_REFUSED', owner: 'r1' }, 'step 2: another credential matches under no key');
+  t.same(await principals.check(alice, await session('s1'), true), { kind: 'allowed' }, 'step 2: the same credential matches under the previous key, the owner gone');
+  const boundNew = (await session('s1')).principal;
+  t.not(boundNew, boundOld, 'and the session is bound again');
+  t.equal(boundNew, await principals.of(alice.headers), 'under the signing key');
+
+  keys.reconfigure({ secret: NEW });
+  t.same(await principals.check(alice, await session('s1'), true), { kind: 'allowed' }, 'step 3: it still matches once the old key is gone');
+  t.same(await principals.check(alice, await session('s2'), true), { kind: 'refused', code: 'GW_PRINCIPAL_REFUSED', owner: 'r1' }, 'a session not seen during the rotation is bound under a key dropped since: no match');
+  const results = (await metrics.principalChecks.get()).values.map((v) => `${v.labels.result}=${v.value}`).sort();
+  t.same(results, ['match=3', 'owner_gone=2']);
 });
