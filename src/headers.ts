@@ -93,7 +93,8 @@ export function requestHeadersForReplica(
   drop: readonly string[] = [],
 ): Record<string, string | string[]> {
   const out = endToEnd(incoming, drop);
-  const forwardedFor = incoming['x-forwarded-for'];
+  // The client's own chain, unless its Connection named it: then it stays on the client's hop.
+  const forwardedFor = out['x-forwarded-for'];
   out['x-forwarded-for'] = forwardedFor ? `${String(forwardedFor)}, ${client.ip}` : client.ip;
   out['x-forwarded-proto'] = client.protocol;
   if (client.host) out['x-forwarded-host'] = client.host;

@@ -49,6 +49,8 @@ t.test('a Connection list that names a header every hop needs is told apart', as
 t.test('forwarding headers are added, extending an existing X-Forwarded-For', async (t) => {
   const out = requestHeadersForReplica({ 'x-forwarded-for': '10.0.0.1', 'last-event-id': 'x' }, { ip: '127.0.0.1', protocol: 'http', host: 'gw:8080' }, ['last-event-id']);
   t.same(out, { 'x-forwarded-for': '10.0.0.1, 127.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'gw:8080' });
+  const named = requestHeadersForReplica({ connection: 'X-Forwarded-For', 'x-forwarded-for': '203.0.113.9' }, { ip: '127.0.0.1', protocol: 'http', host: undefined });
+  t.same(named, { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': 'http' }, 'a chain named in Connection stays on its hop: the gateway starts its own');
 });
 
 t.test("a replica's own CORS headers never reach the client; the gateway grants browsers alone", async (t) => {
