@@ -98,6 +98,20 @@ export const ERROR_CODES = {
     message: 'Service temporarily unavailable: replica %s did not answer',
     meaning: 'the replica failed after the request was sent (reset, timeout); never retried elsewhere',
   },
+  GW_REQUEST_NOT_SENT: {
+    status: 502,
+    rpc: -32000,
+    message: "Bad gateway: the gateway's upstream client refused to send this request (%s)",
+    meaning:
+      "the gateway's own upstream client refused the request before any byte of it left (a header or argument it does not take): this request alone fails, nothing reached the replica and its health is unchanged; logged",
+  },
+  GW_CONNECTION_NAMES_END_TO_END: {
+    status: 400,
+    rpc: -32600,
+    message: 'Bad request: the Connection header names %s, which every recipient needs (RFC 9110 §7.6.1)',
+    meaning:
+      'a request whose Connection header lists a header the gateway itself reads and the replica needs (Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name, Accept, Content-Type, Authorization, Origin); a header named there would not be forwarded, so the gateway and the replica would read different requests; never forwarded',
+  },
   GW_SHUTTING_DOWN: {
     status: 503,
     retry: true,

@@ -10,6 +10,7 @@ import { buildAdmin } from './admin.js';
 import { planReload, type ReloadPlan } from './config/reload.js';
 import type { Config } from './config/schema.js';
 import { Fleet } from './fleet/index.js';
+import { endToEndNamedInConnection } from './headers.js';
 import { clientErrorHandler } from './clients/errors.js';
 import { bodyLimitHook } from './clients/body-limit.js';
 import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
@@ -136,6 +137,11 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     socket.once('close', () => sockets.delete(socket));
   });
   answerUnrouted(mcp, answer);
+  // RFC 9110 §7.6.1: a header named in Connection is not forwarded; one the replica needs is refused.
+  mcp.addHook('onRequest', async (request, reply) => {
+    const named = endToEndNamedInConnection(request.headers);
+    if (named !== undefined) return answer(request, reply, 'GW_CONNECTION_NAMES_END_TO_END', { detail: named });
+  });
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
   const originPolicy = createOriginPolicy({ config: () => config, requests, answer });
   const principals = createPrincipals({ config: () => config, keys, store, upstreams, replica: (id) => fleet.get(id), metrics, logger });

@@ -1,13 +1,12 @@
 /**
- * Connections to the replicas: one undici Pool per replica. Also classifies transport errors,
- * because the answer depends on whether the request could have reached the replica (R1: only a
- * request that reached no replica may be tried on another) and on whether anything listens there
- * at all (R4: nothing listening means the owner is gone).
+ * Connections to the replicas: one undici Pool per replica. Whose fault a failed request was is
+ * fleet/faults.ts; the probes' two questions (refused? cut?) are answered here.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
 import type { ReplicaConfig } from './config/schema.js';
+import { errorCodes } from './fleet/faults.js';
 
 export interface UpstreamOptions {
   connectTimeoutMs: number;
@@ -119,40 +118,18 @@ function parsed(replica: ReplicaConfig): URL {
   return url;
 }
 
-function codesOf(err: unknown): string[] {
-  const codes: string[] = [];
-  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') codes.push(code);
-    e = (e as { cause?: unknown }).cause;
-  }
-  return codes;
-}
-
 /** Nothing listens at the replica's address: the connection was refused. */
 export function isRefused(err: unknown): boolean {
-  return codesOf(err).includes('ECONNREFUSED');
+  return errorCodes(err).includes('ECONNREFUSED');
 }
 
 /** The connection was cut under the request (a process being killed closes its connections so). */
 export function isReset(err: unknown): boolean {
-  return codesOf(err).some((code) => code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET');
-}
-
-const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
-
-/** The connection failed before any byte of the request could reach the replica. */
-export function isConnectFailure(err: unknown): boolean {
-  return codesOf(err).some((code) => NOT_CONNECTED.has(code));
-}
-
-/** The client went away (or the gateway aborted): not the replica's fault. */
-export function isAbort(err: unknown): boolean {
-  return codesOf(err).some((code) => code === 'UND_ERR_ABORTED' || code === 'ABORT_ERR');
+  return errorCodes(err).some((code) => code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET');
 }
 
 export function describeUpstreamError(err: unknown): string {
-  const codes = codesOf(err);
+  const codes = errorCodes(err);
   return codes[0] ?? (err instanceof Error ? err.message : String(err));
 }
 

@@ -22,7 +22,7 @@ import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
-import { describeUpstreamError, discard, isAbort, isConnectFailure, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { discard, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { continueFromJournal, JOURNAL_READ_EVENTS, journaledResponses, unanswered } from './from-journal.js';
 import { gatherFacts, type FactsContext, type FactsReader } from './facts.js';
@@ -44,6 +44,8 @@ export interface ResumeKit {
   /** One of the gateway's own answers (routing/answers.ts), counted; also on a hijacked reply. */
   answer(request: FastifyRequest, reply: FastifyReply, code: AnswerCode, options?: Omit<AnswerOptions, 'retryAfterSeconds'>): unknown;
   loseSession(record: SessionRecord, why: string): void;
+  /** Answers a request to `replica` that failed, as its fault says; `gone` for a refused connection. */
+  sendFailed(request: FastifyRequest, reply: FastifyReply, replica: string, err: unknown, gone: () => unknown): Promise<void>;
   /** J6: who may be served a session from the gateway's own state. */
   principals: Principals;
 }
@@ -292,14 +294,10 @@ export function createResumption(kit: ResumeKit) {
       response = await kit.send(request, replica, { [LAST_EVENT_ID]: decision.upstreamId }, abort);
     } catch (err) {
       if (isStoreError(err)) return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
-      if (isAbort(err)) return;
-      if (isRefused(err)) {
-        await fleet.reportRefused(replica.id);
+      return kit.sendFailed(request, reply, replica.id, err, () => {
         kit.loseSession(session, 'owner refused the connection');
         return redecide({ ownerGone: true });
-      }
-      fleet.reportSuspect(replica.id, describeUpstreamError(err));
-      return kit.answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: replica.id });
+      });
     }
     if (response.statusCode !== 200 || !isEventStream(response)) {
       await response.body.dump().catch(() => undefined);

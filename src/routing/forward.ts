@@ -15,11 +15,9 @@ import { RecentIds } from '../recent-ids.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { Pumps } from '../streams/pumps.js';
 import type { SseStreams } from '../streams/sse-streams.js';
+import { faultOf, isKnownFault } from '../fleet/faults.js';
 import {
   describeUpstreamError,
-  isAbort,
-  isConnectFailure,
-  isRefused,
   replicaPath,
   type UpstreamAbort,
   type UpstreamResponse,
@@ -131,9 +129,36 @@ export function createForwarder(deps: ProxyDeps) {
 
 
   /**
+   * A request to `replica` that failed, answered as its fault says (fleet/faults.ts): the replica's
+   * health changes only for what the replica did. `gone` answers a refused connection (R4: the
+   * process is gone); the client went away: nothing to answer.
+   */
+  async function sendFailed(request: FastifyRequest, reply: FastifyReply, replica: string, err: unknown, gone: () => unknown): Promise<void> {
+    switch (faultOf(err)) {
+      case 'aborted':
+        return;
+      case 'refused':
+        await fleet.reportRefused(replica);
+        await gone();
+        return;
+      case 'gateway':
+        logger[isKnownFault(err) ? 'warn' : 'error']({ replica, err: describeUpstreamError(err), method: request.method }, 'the upstream client refused the request');
+        await deps.answer(request, reply, 'GW_REQUEST_NOT_SENT', { detail: describeUpstreamError(err) });
+        return;
+      case 'unreachable':
+        fleet.reportSuspect(replica, describeUpstreamError(err));
+        await deps.answer(request, reply, 'GW_UPSTREAM_UNREACHABLE', { detail: replica });
+        return;
+      case 'replica':
+        fleet.reportSuspect(replica, describeUpstreamError(err));
+        await deps.answer(request, reply, 'GW_UPSTREAM_FAILED', { detail: replica });
+    }
+  }
+
+
+  /**
    * Sends a request to the replica that holds its state (a session's, a task's), and nowhere else:
-   * never retried on another. A refused connection means the owner is gone (R4): it is reported,
-   * and `gone` answers the client. Any other failure makes the owner suspect and is answered 503.
+   * never retried on another. A failure is answered by sendFailed, `gone` for a refused connection.
    * Resolves with the response, or undefined once the client has been answered (or went away).
    */
   async function sendToOwner(
@@ -143,18 +168,10 @@ export function createForwarder(deps: ProxyDeps) {
     abort: UpstreamAbort,
     gone: () => unknown,
   ): Promise<UpstreamResponse | undefined> {
-    const owner = attempt.replica.id;
     try {
       return await send(request, attempt, abort);
     } catch (err) {
-      if (isAbort(err)) return undefined;
-      if (isRefused(err)) {
-        await fleet.reportRefused(owner);
-        await gone();
-        return undefined;
-      }
-      fleet.reportSuspect(owner, describeUpstreamError(err));
-      await deps.answer(request, reply, isConnectFailure(err) ? 'GW_UPSTREAM_UNREACHABLE' : 'GW_UPSTREAM_FAILED', { detail: owner });
+      await sendFailed(request, reply, attempt.replica.id, err, gone);
       return undefined;
     }
   }
@@ -172,5 +189,5 @@ export function createForwarder(deps: ProxyDeps) {
   }
 
 
-  return { loseSession, reportStatus, send, sendToOwner, discardSession };
+  return { loseSession, reportStatus, send, sendFailed, sendToOwner, discardSession };
 }

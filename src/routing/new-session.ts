@@ -6,14 +6,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isStoreError } from '../errors.js';
 import { headerValue, SESSION_HEADER } from '../headers.js';
-import { describeUpstreamError, discard, isAbort, isConnectFailure, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { faultOf } from '../fleet/faults.js';
+import { describeUpstreamError, discard, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';
 
 export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
   const { store, fleet, logger, answer } = deps;
-  const { send, reportStatus, discardSession } = forwarder;
+  const { send, sendFailed, reportStatus, discardSession } = forwarder;
 
   /** R1: a request without a session, to a replica chosen by the balancer. */
   async function newSession(request: FastifyRequest, reply: FastifyReply, forwarding: ForwardingPlan) {
@@ -27,16 +28,17 @@ export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond:
       try {
         response = await send(request, attempt, abort);
       } catch (err) {
-        if (isAbort(err)) return;
-        if (isConnectFailure(err)) {
+        const fault = faultOf(err);
+        if (fault === 'refused' || fault === 'unreachable') {
           // Nothing reached this replica: the request may go to another one (R1).
           logger.warn({ replica: replica.id, err: describeUpstreamError(err) }, 'replica unreachable for a new session; trying another');
-          if (isRefused(err)) await fleet.reportRefused(replica.id);
+          if (fault === 'refused') await fleet.reportRefused(replica.id);
           else fleet.reportSuspect(replica.id, describeUpstreamError(err));
           continue;
         }
-        fleet.reportSuspect(replica.id, describeUpstreamError(err));
-        return answer(request, reply, 'GW_UPSTREAM_FAILED', { detail: replica.id });
+        // Anything else may have reached the replica (R1: never tried on another), or is the
+        // gateway's own, which another replica would not change.
+        return sendFailed(request, reply, replica.id, err, () => undefined);
       }
       reportStatus(replica.id, response.statusCode);
       const sessionId = headerValue(response.headers, SESSION_HEADER);

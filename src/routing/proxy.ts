@@ -24,7 +24,7 @@ export type { ProxyDeps } from './forward.js';
 export function createProxy(deps: ProxyDeps) {
   const { store, fleet, metrics, logger, streams, requests, answer } = deps;
   const forwarder = createForwarder(deps);
-  const { send, loseSession } = forwarder;
+  const { send, sendFailed, loseSession } = forwarder;
   const respond = createRespond(deps);
   const newSession = createNewSession(deps, forwarder, respond);
   const { resume, takeOver } = createResumption({
@@ -41,6 +41,7 @@ export function createProxy(deps: ProxyDeps) {
       send(request, { replica, dropRequestHeaders: [LAST_EVENT_ID], addRequestHeaders: extra, responseHeaders: {}, sessionId: undefined }, signal),
     answer,
     loseSession,
+    sendFailed,
     principals: deps.principals,
   });
   const existingSession = createSessionRequests(deps, forwarder, respond, takeOver);

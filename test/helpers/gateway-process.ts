@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { jsonLine, readyLine, spawnProcess, type Teardown } from './processes.js';
+import { jsonLine, readyLine, spawnProcess, type Exit, type Teardown } from './processes.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 
@@ -21,6 +21,8 @@ export interface GatewayProcess {
   readonly lines: string[];
   /** The configuration file it runs on (rewrite it, then send SIGHUP). */
   readonly file: string;
+  /** How the process ended, once it has (a crash shows here). */
+  readonly exit: Exit | undefined;
   /** Sends `signal` and returns at once (SIGHUP: reload). */
   signal(signal: NodeJS.Signals): void;
   /** Sends `signal`; resolves with the exit code once the process exited. */
@@ -49,6 +51,9 @@ export async function startGatewayProcess(t: Teardown, settings: Record<string, 
     logs,
     lines,
     file,
+    get exit() {
+      return proc.exit;
+    },
     signal: (signal) => {
       proc.child.kill(signal);
     },
