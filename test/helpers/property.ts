@@ -42,8 +42,14 @@ export function checkProperties(t: Test, properties: readonly NamedProperty[]): 
   for (const p of properties) {
     t.test(`property: ${p.name}`, async (t) => {
       const details = p.check();
-      if (details.failed) t.fail(fc.defaultReportMessage(details) ?? 'failed');
+      if (details.failed) t.fail(report(details));
       else t.pass(`${details.numRuns} runs`);
     });
   }
+}
+
+/** fast-check's report of a failed run (seed, path, the shrunk counterexample) with the failure itself. */
+export function report(details: fc.RunDetails<unknown>): string {
+  const error = details.errorInstance;
+  return `${fc.defaultReportMessage(details) ?? 'failed'}\n${error instanceof Error ? error.message : String(error)}`;
 }

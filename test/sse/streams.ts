@@ -171,6 +171,14 @@ export const streamArb: fc.Arbitrary<Stream> = fc
     return { bytes: enc(text), expected: segments.flatMap((s) => s.expected) };
   });
 
+/** JSON-RPC messages, as the data of an event: responses (which a POST stream looks for) and others. */
+const jsonRpcArb = fc.oneof(
+  fc.oneof(fc.integer({ min: -2, max: 9 }), fc.string({ maxLength: 3 })).map((id) => JSON.stringify({ jsonrpc: '2.0', id, result: {} })),
+  fc.nat(9).map((id) => JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32000, message: 'x' } })),
+  fc.constant(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress', params: { progress: 1 } })),
+  fc.nat(9).map((id) => JSON.stringify([{ jsonrpc: '2.0', id, result: {} }])),
+);
+
 /**
  * A valid stream as the MCP SDK's servers write it (serializer.ts's form: the rewriter copies its
  * blocks as bytes), with now and then a block in another form between them.
@@ -185,7 +193,7 @@ export const canonicalStreamArb: fc.Arbitrary<Stream> = fc
             id: fc.option(idArb, { nil: undefined }),
             event: fc.option(textArb, { nil: undefined }),
             retry: fc.option(retryArb, { nil: undefined }),
-            data: fc.option(fc.array(textArb, { minLength: 1, maxLength: 3 }).map((d) => d.join('\n')), { nil: undefined }),
+            data: fc.option(fc.oneof(fc.array(textArb, { minLength: 1, maxLength: 3 }).map((d) => d.join('\n')), jsonRpcArb), { nil: undefined }),
           })
           .filter((e) => e.id !== undefined || e.event !== undefined || e.retry !== undefined || e.data !== undefined)
           .map((e) => ({ bytes: serializeEvent(e), expected: [ev(e, 0)] })),
