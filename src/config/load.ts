@@ -50,7 +50,8 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): 
 export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv = process.env): Config {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
-  const at = (offset: number | undefined) => (offset === undefined ? '' : `:${lines.linePos(offset).line}`);
+  // What no node of the file stands for (a key missing from an empty file) is at its first line.
+  const at = (offset: number | undefined) => `:${offset === undefined ? 1 : lines.linePos(offset).line}`;
 
   const syntax = [...doc.errors, ...doc.warnings].map((e) => `${file}${at(e.pos[0])}: ${e.message.split('\n')[0]}`);
   if (doc.errors.length > 0) throw new ConfigError(file, syntax, 'GW_CONFIG_UNREADABLE');
@@ -63,7 +64,7 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
   };
   const unset = interpolate(doc, env, problem);
 
-  const value = doc.toJS() ?? {};
+  const value = plainValue(doc, file, at) ?? {};
   if (typeof value !== 'object' || Array.isArray(value)) {
     throw new ConfigError(file, [`${file}:1: (root): expected a mapping of configuration keys`]);
   }
@@ -89,6 +90,32 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
     throw new ConfigError(file, problems);
   }
   return deepFreeze(value as Config);
+}
+
+/**
+ * The document as plain values. yaml finds two problems of a file only here, and throws: an alias
+ * whose anchor is not set before it, and aliases that expand past its limit (a "billion laughs"
+ * file). Both are the file's, at the first alias that does not resolve, or else the first alias.
+ */
+function plainValue(doc: Document, file: string, at: (offset: number | undefined) => string): ReturnType<Document['toJS']> {
+  try {
+    return doc.toJS();
+  } catch (err) {
+    let first: number | undefined;
+    let unresolved: number | undefined;
+    visit(doc, {
+      Alias(_key, node) {
+        first ??= node.range?.[0];
+        if (node.resolve(doc) === undefined) {
+          unresolved = node.range?.[0];
+          return visit.BREAK;
+        }
+        return undefined;
+      },
+    });
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(file, [`${file}${at(unresolved ?? first)}: ${message}`], 'GW_CONFIG_UNREADABLE');
+  }
 }
 
 const UNSET = Symbol('unset');

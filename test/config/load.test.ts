@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ConfigError, DEFAULT_CONFIG_FILE, configFileFrom, loadConfig, parseConfig } from '../../src/config/load.js';
 import { GatewayError } from '../../src/errors.js';
+import { checkProperties } from '../helpers/property.js';
+import { loadProperties } from './load.properties.js';
 
 const FILE = 'gw.yaml';
 const REPLICA = 'replicas:\n  - id: r1\n    url: http://127.0.0.1:3001/mcp\n';
@@ -267,9 +269,19 @@ t.test('YAML that does not parse is GW_CONFIG_UNREADABLE, with the line', async 
   t.match(unterminated, [/^gw\.yaml:\d+: Missing closing "quote/]);
 });
 
+t.test('aliases that yaml resolves only on conversion are GW_CONFIG_UNREADABLE, at the alias', async (t) => {
+  // Found by the loader's property (load.properties.ts): both threw a ReferenceError out of parseConfig.
+  t.strictSame(problems(`${REPLICA}listen: { port: 1 }\nadmin: *nope\n`, {}, 'GW_CONFIG_UNREADABLE'), [
+    `${FILE}:5: Unresolved alias (the anchor must be set before the alias): nope`,
+  ]);
+  const laughs = ['a: &a [x, x, x, x, x, x, x, x, x]', 'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]', 'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]', 'd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]'];
+  t.strictSame(problems(`${REPLICA}${laughs.join('\n')}\n`, {}, 'GW_CONFIG_UNREADABLE'), [`${FILE}:5: Excessive alias count indicates a resource exhaustion attack`]);
+  t.equal(parseConfig(`${REPLICA}listen: &l { port: 1234 }\n`, FILE, {}).listen.port, 1234, 'an anchor alone is fine');
+});
+
 t.test('a document that is not a mapping', async (t) => {
   t.strictSame(problems('- a\n- b\n'), [`${FILE}:1: (root): expected a mapping of configuration keys`]);
-  t.strictSame(problems(''), [`${FILE}: replicas: is required`]);
+  t.strictSame(problems(''), [`${FILE}:1: replicas: is required`], 'an empty file: at its first line');
 });
 
 t.test('every problem of a file with several mistakes, each at its line', async (t) => {
@@ -356,3 +368,5 @@ t.test('configFileFrom: --config, then MCP_GATEWAY_CONFIG, then config/gateway.y
   t.equal(configFileFrom(undefined, {}), 'config/gateway.yaml');
   t.equal(configFileFrom(undefined, { MCP_GATEWAY_CONFIG: '' }), 'config/gateway.yaml', 'an empty variable counts as unset');
 });
+
+checkProperties(t, loadProperties);
