@@ -189,7 +189,7 @@ function pathOf(ancestors: readonly unknown[], node: unknown): Path {
     if (isSeq(parent)) path.push(parent.items.indexOf(child as never));
     else if (isMap(parent)) {
       const pair = child as { key?: unknown };
-      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+      path.push(isScalar(pair.key) ? keyText(pair.key.value) : String(pair.key));
     }
   }
   return path;
@@ -350,7 +350,7 @@ function nodeAt(doc: Document, path: Path): Node | undefined {
     if (n > 0) {
       const parent = prefix.length > 1 ? doc.getIn(prefix.slice(0, -1), true) : doc.contents;
       if (isMap(parent)) {
-        const pair = parent.items.find((p) => isScalar(p.key) && String(p.key.value) === String(prefix[n - 1]));
+        const pair = parent.items.find((p) => isScalar(p.key) && keyText(p.key.value) === String(prefix[n - 1]));
         if (pair && isScalar(pair.key)) return pair.key;
       }
     }
@@ -360,10 +360,20 @@ function nodeAt(doc: Document, path: Path): Node | undefined {
   return undefined;
 }
 
+/** A scalar key as the configuration's object has it: a null key (`~:`, or `:` alone) is ''. */
+function keyText(value: unknown): string {
+  return value === null ? '' : String(value);
+}
+
+/** `a.b[0].c`; a key that is not a plain name (empty, or with a space, dot or colon) is quoted: `a[""]`, `["port "]`. */
 function formatPath(path: Path): string {
   if (path.length === 0) return '(root)';
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+  return path
+    .map((p, i) => (typeof p === 'number' ? `[${p}]` : !PLAIN_KEY.test(p) ? `[${JSON.stringify(p)}]` : i === 0 ? p : `.${p}`))
+    .join('');
 }
+
+const PLAIN_KEY = /^[A-Za-z0-9_-]+$/;
 
 function pathKey(path: Path): string {
   return JSON.stringify(path);

@@ -30,8 +30,8 @@ interface Schema {
   pattern?: string;
 }
 
-/** Keys as a configuration may misspell them (formatPath writes them without quoting: no dots or brackets). */
-const keyArb = fc.oneof(fc.constantFrom('unknownKey', 'Path', 'port ', '__proto__', 'constructor', ' '), fc.stringMatching(/^[A-Za-z_ -]{1,6}$/));
+/** Keys as a configuration may misspell them. */
+const keyArb = fc.oneof(fc.constantFrom('unknownKey', 'Path', 'port ', '__proto__', 'constructor', ' ', '', 'a.b', 'a[0]', '"'), fc.stringMatching(/^[A-Za-z_ -]{1,6}$/));
 const scalarArb = fc.oneof(
   fc.constantFrom(null, '', -1, 0, 1.5, 'x', true, 'http://', 'redis://', '${UNSET}', '${PORT}', '$${X}', '~', 'null', 'yes', '0o17'),
   fc.string({ maxLength: 8 }),
@@ -123,9 +123,9 @@ function lineOf(problem: string): { line: number; rest: string } {
   return { line: Number(m[1]), rest: m[2]! };
 }
 
-/** The key path that formatPath wrote: `a.b[0].c`; keys with dots or brackets are not drawn here. */
+/** The key path that the loader wrote: `a.b[0].c`, a key that is not a plain name quoted (`a["port "]`). */
 function pathFrom(text: string): (string | number)[] {
-  return [...text.matchAll(/([^.[\]]+)|\[(\d+)\]/g)].map((m) => (m[2] !== undefined ? Number(m[2]) : m[1]!));
+  return [...text.matchAll(/\[("(?:[^"\\]|\\.)*")\]|\[(\d+)\]|([^.[\]]+)/g)].map((m) => (m[1] !== undefined ? (JSON.parse(m[1]) as string) : m[2] !== undefined ? Number(m[2]) : m[3]!));
 }
 
 interface Parsed {
@@ -148,7 +148,7 @@ function linesOfPath({ doc, counter }: Parsed, path: readonly (string | number)[
   let node: unknown = doc.contents;
   for (const key of path) {
     if (isMap(node)) {
-      const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(key));
+      const pair = node.items.find((p) => isScalar(p.key) && (p.key.value === null ? '' : String(p.key.value)) === String(key));
       if (!pair) break;
       mark(pair.key as Node);
       node = pair.value;
@@ -203,6 +203,8 @@ export const loadProperties: readonly NamedProperty[] = [
         ['port: *nope\nbalancer: {}\nupstream:\n  retryAfterSeconds: -1\nsecurity: 0\n', {}],
         // An empty file: the missing key is at line 1.
         ['', {}],
+        // A null key: named as "", at its own line.
+        ['listen: {}\n:\n', {}],
       ],
     },
   ),

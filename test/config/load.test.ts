@@ -161,6 +161,17 @@ t.test('unknown keys are errors at every level', async (t) => {
   ]);
 });
 
+t.test('a key that is not a plain name is quoted in the path, at its own line', async (t) => {
+  // Found by the loader's property: an empty key read "gw.yaml:1: : is not a known key", and a
+  // null key (`:` or `~:`) was looked for as "null", so that its line was its parent's.
+  t.strictSame(problems(`${REPLICA}listen: {}\n:\nsecurity:\n  "port ": 1\n  ~: 2\n  "a.b": 3\n`), [
+    `${FILE}:5: [""]: is not a known key`,
+    `${FILE}:7: security["port "]: is not a known key`,
+    `${FILE}:8: security[""]: is not a known key`,
+    `${FILE}:9: security["a.b"]: is not a known key`,
+  ]);
+});
+
 t.test('wrong types', async (t) => {
   const text = [
     'listen: { port: "80" }',

@@ -117,14 +117,16 @@ export const rewriterProperties: readonly NamedProperty[] = [
       const result = rewrite(setup, splitAt(bytes, cuts));
       const output = events(result.out);
       assert.equal(result.end, undefined);
-      assert.equal(output.length, input.length);
       assert.equal(result.events, input.length);
+      // Without cursors an event of only an upstream id is left with nothing to say: a blank line.
+      const said = setup.cursors ? input : input.filter((e) => !e.id || e.event !== undefined || e.data !== undefined || e.retry !== undefined);
+      assert.equal(output.length, said.length);
       const numbered = (e: SseEvent) => setup.cursors && (setup.journal || (e.id !== undefined && e.id !== ''));
       let seq = setup.head;
       const ids: (string | null)[] = [];
       const payloads: string[] = [];
       const responded: unknown[] = [];
-      input.forEach((e, i) => {
+      said.forEach((e, i) => {
         const o = output[i]!;
         assert.deepStrictEqual({ event: o.event, data: o.data, retry: o.retry }, { event: e.event, data: e.data, retry: e.retry });
         if (numbered(e)) {
@@ -143,7 +145,10 @@ export const rewriterProperties: readonly NamedProperty[] = [
       assert.deepStrictEqual(result.payloads, setup.journal && setup.cursors ? payloads : [], 'journaled: each event without its id line');
       assert.deepStrictEqual(result.responded, responded);
     },
-    { numRuns: 300 },
+    {
+      numRuns: 300,
+      examples: [[{ cursors: false, journal: false, trackResponses: false, head: 0, maxEventBytes: 1 << 20 }, Buffer.from('id:\x0e\n\n'), []]],
+    },
   ),
   property(
     'the SDK client parser sees the replica’s events in what the client gets, ids aside',
