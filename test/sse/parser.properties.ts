@@ -34,7 +34,7 @@ export const parserProperties: readonly NamedProperty[] = [
       }
       assert.deepStrictEqual(parse([...bytes].map((b) => Uint8Array.of(b))), whole, 'byte by byte');
     },
-    { numRuns: 200 },
+    { numRuns: 40 },
   ),
   property(
     'a random stream parses to the same items, however it is split in many',

@@ -107,7 +107,7 @@ function sameAsOneChunk([setup, bytes, cuts]: [Setup, Buffer, number[]]): void {
 
 export const rewriterProperties: readonly NamedProperty[] = [
   property('however a valid stream is split, the client gets the same bytes and the store the same records', fc.tuple(setupArb, validArb, cutsArb), sameAsOneChunk, {
-    numRuns: 300,
+    numRuns: 150,
   }),
   property(
     'every id becomes a cursor, numbered on from the head; everything else of an event is the replica’s',
@@ -146,7 +146,7 @@ export const rewriterProperties: readonly NamedProperty[] = [
       assert.deepStrictEqual(result.responded, responded);
     },
     {
-      numRuns: 300,
+      numRuns: 150,
       examples: [[{ cursors: false, journal: false, trackResponses: false, head: 0, maxEventBytes: 1 << 20 }, Buffer.from('id:\x0e\n\n'), []]],
     },
   ),
@@ -170,6 +170,6 @@ export const rewriterProperties: readonly NamedProperty[] = [
       for (const e of events(result.out)) if (e.id !== undefined && e.id !== '') seqOf(e.id);
       assert.deepStrictEqual(parse([result.out]).filter((i) => i.kind === 'truncated' || i.kind === 'error'), [], 'nothing is sent in part');
     },
-    { numRuns: 300 },
+    { numRuns: 150 },
   ),
 ];
