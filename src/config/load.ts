@@ -51,7 +51,8 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): 
 export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv = process.env): Config {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
-  const at = (offset: number | undefined) => (offset === undefined ? '' : `:${lines.linePos(offset).line}`);
+  // What no node of the file stands for (a key missing from an empty file) is at its first line.
+  const at = (offset: number | undefined) => `:${offset === undefined ? 1 : lines.linePos(offset).line}`;
 
   const syntax = [...doc.errors, ...doc.warnings].map((e) => `${file}${at(e.pos[0])}: ${e.message.split('\n')[0]}`);
   if (doc.errors.length > 0) throw new ConfigError(file, syntax, 'GW_CONFIG_UNREADABLE');
@@ -64,7 +65,7 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
   };
   const unset = interpolate(doc, env, problem);
 
-  const value = doc.toJS() ?? {};
+  const value = plainValue(doc, file, at) ?? {};
   if (typeof value !== 'object' || Array.isArray(value)) {
     throw new ConfigError(file, [`${file}:1: (root): expected a mapping of configuration keys`]);
   }
@@ -90,6 +91,32 @@ export function parseConfig(text: string, file: string, env: NodeJS.ProcessEnv =
     throw new ConfigError(file, problems);
   }
   return deepFreeze(value as Config);
+}
+
+/**
+ * The document as plain values. yaml finds two problems of a file only here, and throws: an alias
+ * whose anchor is not set before it, and aliases that expand past its limit (a "billion laughs"
+ * file). Both are the file's, at the first alias that does not resolve, or else the first alias.
+ */
+function plainValue(doc: Document, file: string, at: (offset: number | undefined) => string): ReturnType<Document['toJS']> {
+  try {
+    return doc.toJS();
+  } catch (err) {
+    let first: number | undefined;
+    let unresolved: number | undefined;
+    visit(doc, {
+      Alias(_key, node) {
+        first ??= node.range?.[0];
+        if (node.resolve(doc) === undefined) {
+          unresolved = node.range?.[0];
+          return visit.BREAK;
+        }
+        return undefined;
+      },
+    });
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(file, [`${file}${at(unresolved ?? first)}: ${message}`], 'GW_CONFIG_UNREADABLE');
+  }
 }
 
 const UNSET = Symbol('unset');
@@ -173,7 +200,7 @@ function pathOf(ancestors: readonly unknown[], node: unknown): Path {
     if (isSeq(parent)) path.push(parent.items.indexOf(child as never));
     else if (isMap(parent)) {
       const pair = child as { key?: unknown };
-      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+      path.push(isScalar(pair.key) ? keyText(pair.key.value) : String(pair.key));
     }
   }
   return path;
@@ -396,7 +423,7 @@ function nodeAt(doc: Document, path: Path): Node | undefined {
     if (n > 0) {
       const parent = prefix.length > 1 ? doc.getIn(prefix.slice(0, -1), true) : doc.contents;
       if (isMap(parent)) {
-        const pair = parent.items.find((p) => isScalar(p.key) && String(p.key.value) === String(prefix[n - 1]));
+        const pair = parent.items.find((p) => isScalar(p.key) && keyText(p.key.value) === String(prefix[n - 1]));
         if (pair && isScalar(pair.key)) return pair.key;
       }
     }
@@ -406,10 +433,20 @@ function nodeAt(doc: Document, path: Path): Node | undefined {
   return undefined;
 }
 
+/** A scalar key as the configuration's object has it: a null key (`~:`, or `:` alone) is ''. */
+function keyText(value: unknown): string {
+  return value === null ? '' : String(value);
+}
+
+/** `a.b[0].c`; a key that is not a plain name (empty, or with a space, dot or colon) is quoted: `a[""]`, `["port "]`. */
 function formatPath(path: Path): string {
   if (path.length === 0) return '(root)';
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+  return path
+    .map((p, i) => (typeof p === 'number' ? `[${p}]` : !PLAIN_KEY.test(p) ? `[${JSON.stringify(p)}]` : i === 0 ? p : `.${p}`))
+    .join('');
 }
+
+const PLAIN_KEY = /^[A-Za-z0-9_-]+$/;
 
 function pathKey(path: Path): string {
   return JSON.stringify(path);

@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ConfigError, DEFAULT_CONFIG_FILE, configFileFrom, loadConfig, parseConfig } from '../../src/config/load.js';
 import { GatewayError } from '../../src/errors.js';
+import { checkProperties } from '../helpers/property.js';
+import { loadProperties } from './load.properties.js';
 
 const FILE = 'gw.yaml';
 const REPLICA = 'replicas:\n  - id: r1\n    url: http://127.0.0.1:3001/mcp\n';
@@ -159,6 +161,17 @@ t.test('unknown keys are errors at every level', async (t) => {
   ]);
 });
 
+t.test('a key that is not a plain name is quoted in the path, at its own line', async (t) => {
+  // Found by the loader's property: an empty key read "gw.yaml:1: : is not a known key", and a
+  // null key (`:` or `~:`) was looked for as "null", so that its line was its parent's.
+  t.strictSame(problems(`${REPLICA}listen: {}\n:\nsecurity:\n  "port ": 1\n  ~: 2\n  "a.b": 3\n`), [
+    `${FILE}:5: [""]: is not a known key`,
+    `${FILE}:7: security["port "]: is not a known key`,
+    `${FILE}:8: security[""]: is not a known key`,
+    `${FILE}:9: security["a.b"]: is not a known key`,
+  ]);
+});
+
 t.test('wrong types', async (t) => {
   const text = [
     'listen: { port: "80" }',
@@ -267,9 +280,19 @@ t.test('YAML that does not parse is GW_CONFIG_UNREADABLE, with the line', async 
   t.match(unterminated, [/^gw\.yaml:\d+: Missing closing "quote/]);
 });
 
+t.test('aliases that yaml resolves only on conversion are GW_CONFIG_UNREADABLE, at the alias', async (t) => {
+  // Found by the loader's property (load.properties.ts): both threw a ReferenceError out of parseConfig.
+  t.strictSame(problems(`${REPLICA}listen: { port: 1 }\nadmin: *nope\n`, {}, 'GW_CONFIG_UNREADABLE'), [
+    `${FILE}:5: Unresolved alias (the anchor must be set before the alias): nope`,
+  ]);
+  const laughs = ['a: &a [x, x, x, x, x, x, x, x, x]', 'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]', 'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]', 'd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]'];
+  t.strictSame(problems(`${REPLICA}${laughs.join('\n')}\n`, {}, 'GW_CONFIG_UNREADABLE'), [`${FILE}:5: Excessive alias count indicates a resource exhaustion attack`]);
+  t.equal(parseConfig(`${REPLICA}listen: &l { port: 1234 }\n`, FILE, {}).listen.port, 1234, 'an anchor alone is fine');
+});
+
 t.test('a document that is not a mapping', async (t) => {
   t.strictSame(problems('- a\n- b\n'), [`${FILE}:1: (root): expected a mapping of configuration keys`]);
-  t.strictSame(problems(''), [`${FILE}: replicas: is required`]);
+  t.strictSame(problems(''), [`${FILE}:1: replicas: is required`], 'an empty file: at its first line');
 });
 
 t.test('every problem of a file with several mistakes, each at its line', async (t) => {
@@ -356,3 +379,5 @@ t.test('configFileFrom: --config, then MCP_GATEWAY_CONFIG, then config/gateway.y
   t.equal(configFileFrom(undefined, {}), 'config/gateway.yaml');
   t.equal(configFileFrom(undefined, { MCP_GATEWAY_CONFIG: '' }), 'config/gateway.yaml', 'an empty variable counts as unset');
 });
+
+checkProperties(t, loadProperties);

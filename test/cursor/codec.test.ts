@@ -12,6 +12,8 @@ import {
   type DecodeResult,
 } from '../../src/cursor/codec.js';
 import { GatewayError } from '../../src/errors.js';
+import { checkProperties } from '../helpers/property.js';
+import { codecProperties } from './codec.properties.js';
 
 const SECRET = 'test-secret-0123456789abcdefghijklmnopqrstuvwxyz';
 const codec = new CursorCodec(SECRET);
@@ -409,3 +411,5 @@ t.test('parseCursor: the fields of anything shaped like a cursor, authentic or n
   t.same(parseCursor('not-a-cursor'), { kind: 'foreign', why: 'bad_parts' });
   t.same(parseCursor(`${cursor}x`), { kind: 'foreign', why: 'bad_mac' });
 });
+
+checkProperties(t, codecProperties);

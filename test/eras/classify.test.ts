@@ -1,5 +1,7 @@
 import t from 'tap';
 import { classify, decodeName, methodLabel } from '../../src/eras/classify.js';
+import { checkProperties } from '../helpers/property.js';
+import { classifyProperties } from './classify.properties.js';
 
 const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
 const body = (value: unknown) => Buffer.from(JSON.stringify(value));
@@ -43,3 +45,5 @@ t.test('Mcp-Name decoding and bounded method labels', async (t) => {
   t.equal(methodLabel('tools/call'), 'tools/call');
   t.equal(methodLabel('x/anything-a-client-makes-up'), 'other');
 });
+
+checkProperties(t, classifyProperties);

@@ -5,6 +5,8 @@ import { SseParser, type SseEvent } from '../../src/sse/parser.js';
 import { joinBatches, SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
 import { journaledWithCursor } from '../../src/sse/serializer.js';
 import type { JsonRpcId, RecordResult } from '../../src/store/types.js';
+import { checkProperties } from '../helpers/property.js';
+import { rewriterProperties } from './rewriter.properties.js';
 
 const codec = new CursorCodec('a-test-secret-of-at-least-32-bytes!!');
 const INCARNATION = 'AAAAAAAAAAAAAAAA';
@@ -230,3 +232,5 @@ t.test('read-ahead: a replay checked in a prepared batch counts once that batch 
   t.equal((await r.commit(broken)).end, 'event_too_large', 'an oversized event read ahead ends the stream once its turn comes');
   t.equal(r.prepare(Buffer.from('id: u7\ndata: seven\n\n')).events, 0, 'nothing is prepared after it');
 });
+
+checkProperties(t, rewriterProperties);
