@@ -114,7 +114,7 @@ const textArb = fc.tuple(configArb, fc.constantFrom('block', 'flow'), fc.array(e
 const envArb = fc.record({ PATH_VAR: fc.constantFrom('/other', '', 'x'), PORT: fc.constantFrom('8181', 'abc', '') }, { requiredKeys: [] });
 
 /** A key path, then what the loader says of it (a key may hold ": " itself). */
-const MESSAGE = /^(\(root\)|.+?): (?:is |expected |duplicates |must |more than |store\.|\$\{)/s;
+const MESSAGE = /^(\(root\)|.+?): (?:is |expected |cannot |needs |duplicates |must |more than |store\.|\$\{)/s;
 
 /** `gw.yaml:<line>: <rest>`: the line, 1-based, and the rest; fails when there is no line. */
 function lineOf(problem: string): { line: number; rest: string } {
