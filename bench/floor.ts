@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
 import { endToEnd } from '../src/headers.js';
 import { relay } from '../src/streams/relay.js';
-import { isEventStream } from '../src/upstream.js';
+import { isEventStream } from '../src/upstream/index.js';
 
 const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } });
 if (!values.upstream) throw new Error('--upstream URL is required');

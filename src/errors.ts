@@ -98,6 +98,14 @@ export const ERROR_CODES = {
     message: 'Service temporarily unavailable: replica %s did not answer',
     meaning: 'the replica failed after the request was sent (reset, timeout); never retried elsewhere',
   },
+  GW_STREAM_BUDGET: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: replica %s has as many SSE streams open as it may (upstream.maxStreams)',
+    meaning:
+      "a GET stream over its replica's stream budget with no held stream to give way (CONTRACT.md §7): refused at once, never queued or sent; the replica's other requests are unaffected and its health is unchanged; counted in mcp_gateway_stream_budget_exceeded_total",
+  },
   GW_REQUEST_NOT_SENT: {
     status: 502,
     rpc: -32000,

@@ -122,13 +122,24 @@ export function createMetrics(registry: Registry) {
       'Events journaled (CONTRACT.md §8 J1): recorded with their bytes, or held with them for a late write while the store does not answer.',
     ),
     journalBytes: counter('mcp_gateway_journal_bytes_total', 'Bytes of the events journaled (each SSE block without its id line, UTF-8).'),
+    upstreamStreams: gauge(
+      'mcp_gateway_upstream_streams',
+      'GET streams open to each replica from this instance (held ones included), counted against upstream.maxStreams.',
+      ['replica'],
+    ),
+    upstreamStreamBudget: gauge('mcp_gateway_upstream_stream_budget', 'The stream budget of each replica (upstream.maxStreams) on this instance.'),
+    streamBudgetExceeded: counter(
+      'mcp_gateway_stream_budget_exceeded_total',
+      'GET streams refused with 503 GW_STREAM_BUDGET: their replica was at its stream budget with no held stream to give way (never sent, never queued).',
+      ['replica'],
+    ),
     heldStreams: gauge(
       'mcp_gateway_held_streams',
       'Streams this instance reads from their replica with no client attached (J2 hold-open), bounded by resumption.journal.maxHeld.',
     ),
     holdExpiries: counter(
       'mcp_gateway_hold_expiries_total',
-      'Held GET streams let go with no client back, by reason: timeout (resumption.journal.holdMs passed), cap (over resumption.journal.maxHeld, the oldest), superseded (a newer GET of its session).',
+      'Held GET streams let go with no client back, by reason: timeout (resumption.journal.holdMs passed), cap (over resumption.journal.maxHeld, the oldest), superseded (a newer GET of its session), budget (its replica at upstream.maxStreams: the oldest held one makes room for a new GET; its journal stays).',
       ['reason'],
     ),
     heldTakeovers: counter(

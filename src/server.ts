@@ -32,7 +32,7 @@ import { SseStreams } from './streams/sse-streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';
 import { instrumentStore } from './store/instrument.js';
 import type { Store } from './store/types.js';
-import { Upstreams } from './upstream.js';
+import { Upstreams } from './upstream/index.js';
 
 export interface GatewayDeps {
   store: Store;
@@ -79,12 +79,17 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const store = instrumentStore(deps.store, metrics);
   const fleet = new Fleet({ config, store, metrics, logger });
   const bindings = new BindingCache({ config: () => config, store, fleet, metrics, logger });
-  const upstreams = new Upstreams(config.upstream);
+  const upstreams = new Upstreams(config.upstream, {
+    changed: (replica, open) => metrics.upstreamStreams.set({ replica }, open),
+    exceeded: (replica) => metrics.streamBudgetExceeded.inc({ replica }),
+  });
+  metrics.upstreamStreamBudget.set(config.upstream.maxStreams);
   const openStreams = new OpenStreams();
   const keys = new CursorKeys(config.cursor, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics, instanceId: deps.instanceId });
   const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId });
+  upstreams.budgets.onMakeRoom((replica) => pumps.makeRoom(replica));
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, fleet, instanceId: agreement.instanceId });
   const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
   const answer = createAnswering({ config: () => config, requests });
@@ -169,7 +174,12 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       if (!fleet.anyUp()) reasons.push('no replica is up');
       return reasons;
     },
-    warnings: () => agreement.warnings(),
+    warnings: () => [
+      ...agreement.warnings(),
+      ...upstreams.budgets
+        .full()
+        .map(([replica, open]) => `replica ${replica} at its stream budget: ${open} GET streams open (upstream.maxStreams ${upstreams.budgets.budget}); new ones take held streams' places or get 503`),
+    ],
     debug: {
       explain: (cursor, sessionId) => explainCursor(explainDeps(), cursor, sessionId),
       session: (sessionId) => viewSession(explainDeps(), sessionId, openStreams.ofSession(sessionId)),
@@ -221,6 +231,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       logger.level = next.log.level;
       applyClientLimits(mcp.server, next.limits);
       upstreams.reconfigure(next.upstream);
+      metrics.upstreamStreamBudget.set(next.upstream.maxStreams);
       keys.reconfigure(next.cursor);
       fleet.reconfigure(next);
       // Streams of removed replicas end now; their sessions are lost (R4) and get 404 from here on.

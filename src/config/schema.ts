@@ -211,7 +211,14 @@ export const ConfigSchema = Type.Object(
         connections: Type.Integer({
           minimum: 1,
           default: 1024,
-          description: 'connections per replica at the most (each open SSE stream holds one)',
+          description:
+            'connections per replica at the most for requests other than GETs (POST, DELETE; a POST answered with an SSE stream holds one until it ends). GET streams have their own, upstream.maxStreams',
+        }),
+        maxStreams: Type.Integer({
+          minimum: 1,
+          default: 4096,
+          description:
+            "GET streams (SSE) open to one replica at the most, each on a connection of its own, apart from every other request's. One over it takes the place of the oldest held stream no client is attached to (a hold expiry of reason budget, its journal kept), else gets 503 GW_STREAM_BUDGET with Retry-After at once. Keep the replica's own connection limit and the process file limit (ulimit -n) above it",
         }),
         retryAfterSeconds: Type.Integer({
           minimum: 0,

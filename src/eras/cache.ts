@@ -17,7 +17,7 @@
  * memory, per gateway instance: instances sharing a store do not share a cache.
  */
 import { Transform, pipeline, type Readable } from 'node:stream';
-import { isEventStream, type UpstreamResponse } from '../upstream.js';
+import { isEventStream, type UpstreamResponse } from '../upstream/index.js';
 import type { ModernMessage } from './classify.js';
 import { PROTOCOL_VERSION_META_KEY } from './classify.js';
 

@@ -18,7 +18,7 @@ import { shortId } from '../routing/request-log.js';
 import { SseParser, type SseItem } from '../sse/parser.js';
 import { serializeComment, serializeEvent } from '../sse/serializer.js';
 import type { SessionRecord } from '../store/types.js';
-import { isEventStream, type UpstreamResponse } from '../upstream.js';
+import { isEventStream, type UpstreamResponse } from '../upstream/index.js';
 
 /** The query parameter of messagesPath that names the session, as the SDKs' servers name it. */
 const SESSION_PARAM = 'sessionId';

@@ -11,7 +11,7 @@ import { describe, isStoreError } from '../errors.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from '../routing/forward.js';
 import type { Respond } from '../routing/respond.js';
 import type { TaskRecord } from '../store/types.js';
-import { UpstreamAbort } from '../upstream.js';
+import { UpstreamAbort } from '../upstream/index.js';
 import type { ModernMessage } from './classify.js';
 import { shortTaskKey, taskKey, taskTtlMs, watchForTask, type CreatedTask } from './tasks.js';
 

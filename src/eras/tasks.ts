@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import { Transform, pipeline, type Readable } from 'node:stream';
 import { SseParser } from '../sse/parser.js';
-import { isEventStream, type UpstreamResponse } from '../upstream.js';
+import { isEventStream, type UpstreamResponse } from '../upstream/index.js';
 import { isObject, type ModernMessage } from './classify.js';
 
 /** The requests that name a task in `params.taskId` and must reach its holder. */

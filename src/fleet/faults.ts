@@ -7,6 +7,8 @@
 export type Fault =
   /** The client went away, or the gateway aborted the request: nobody's fault. */
   | 'aborted'
+  /** The replica's stream budget is full (upstream/budget.ts): nothing was sent. */
+  | 'budget'
   /**
    * The gateway's own client refused the request before a byte of it left (an argument it does not
    * take, a header it does not support): the gateway's fault, for that request alone.
@@ -24,6 +26,9 @@ const CAUSES: Readonly<Record<string, Fault>> = {
   UND_ERR_ABORTED: 'aborted',
   UND_ERR_ABORT: 'aborted',
   ABORT_ERR: 'aborted',
+  // The gateway's own: a client that left before its request was sent, a stream over its budget.
+  GW_CLIENT_GONE: 'aborted',
+  GW_STREAM_BUDGET: 'budget',
   // Raised while the request is built, before it is queued on a connection.
   UND_ERR_INVALID_ARG: 'gateway',
   UND_ERR_NOT_SUPPORTED: 'gateway',

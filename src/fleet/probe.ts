@@ -1,7 +1,7 @@
 /** Health probes: one GET to a replica, on its own connection pool, bounded by the probe timeout. */
 import { Agent, request } from 'undici';
 import type { Config, ReplicaConfig } from '../config/schema.js';
-import { isRefused, isReset } from '../upstream.js';
+import { isRefused, isReset } from '../upstream/index.js';
 
 export interface ProbeResult {
   ok: boolean;

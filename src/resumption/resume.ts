@@ -22,7 +22,7 @@ import type { Pumps } from '../streams/pumps.js';
 import type { Attachment, SseStreams } from '../streams/sse-streams.js';
 import type { AnswerOptions } from '../routing/answers.js';
 import type { RequestLog } from '../routing/request-log.js';
-import { discard, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { discard, isEventStream, isRefused, UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { continueFromJournal, JOURNAL_READ_EVENTS, journaledResponses, unanswered } from './from-journal.js';
 import { gatherFacts, type FactsContext, type FactsReader } from './facts.js';

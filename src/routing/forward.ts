@@ -17,12 +17,13 @@ import type { Pumps } from '../streams/pumps.js';
 import type { SseStreams } from '../streams/sse-streams.js';
 import { faultOf, isKnownFault } from '../fleet/faults.js';
 import {
+  ClientGone,
   describeUpstreamError,
   replicaPath,
   type UpstreamAbort,
   type UpstreamResponse,
   type Upstreams,
-} from '../upstream.js';
+} from '../upstream/index.js';
 import type { Answering } from './answers.js';
 import type { BindingCache } from './bindings.js';
 import { shortId, type RequestLog } from './request-log.js';
@@ -113,18 +114,29 @@ export function createForwarder(deps: ProxyDeps) {
       forwarding.dropRequestHeaders,
     );
     Object.assign(headers, forwarding.addRequestHeaders);
+    // A request whose client has left is never sent (CONTRACT.md §7).
+    const socket = request.raw.socket;
+    if (socket.destroyed) throw new ClientGone();
+    // Nor is a GET whose client leaves before the replica answers kept: it has no effect to lose,
+    // and a stream that never had a client is not held (J2).
+    const cancel = request.method === 'GET' ? () => signal.abort() : undefined;
+    if (cancel) socket.once('close', cancel);
     const end = metrics.upstreamTimer(forwarding.replica.id);
     // A request aimed elsewhere than the replica's MCP endpoint goes to exactly that URL.
     const target = forwarding.via?.(forwarding.replica);
-    const response = await upstreams.send(target ?? forwarding.replica, {
-      method: request.method,
-      path: target ? replicaPath(target, '') : replicaPath(forwarding.replica, request.url),
-      headers,
-      body: request.body as Buffer | undefined,
-      signal,
-    });
-    end();
-    return response;
+    try {
+      const response = await upstreams.send(target ?? forwarding.replica, {
+        method: request.method,
+        path: target ? replicaPath(target, '') : replicaPath(forwarding.replica, request.url),
+        headers,
+        body: request.body as Buffer | undefined,
+        signal,
+      });
+      end();
+      return response;
+    } finally {
+      if (cancel) socket.off('close', cancel);
+    }
   }
 
 
@@ -136,6 +148,10 @@ export function createForwarder(deps: ProxyDeps) {
   async function sendFailed(request: FastifyRequest, reply: FastifyReply, replica: string, err: unknown, gone: () => unknown): Promise<void> {
     switch (faultOf(err)) {
       case 'aborted':
+        return;
+      case 'budget':
+        // The replica is fine and busy: this stream waits for room, the rest of its traffic does not.
+        await deps.answer(request, reply, 'GW_STREAM_BUDGET', { detail: replica });
         return;
       case 'refused':
         await fleet.reportRefused(replica);

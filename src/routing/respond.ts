@@ -9,7 +9,7 @@ import { parsedRequestIds, requestIds } from '../jsonrpc.js';
 import type { CursorTarget } from '../sse/rewriter.js';
 import { relay } from '../streams/relay.js';
 import type { Attachment } from '../streams/sse-streams.js';
-import { discard, isEventStream, type UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { discard, isEventStream, type UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 import type { Forwarding, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 
@@ -45,6 +45,18 @@ export function createRespond(deps: ProxyDeps) {
     const calls = kind !== 'post' ? undefined : forwarding.parsedBody !== undefined ? parsedRequestIds(forwarding.parsedBody) : requestIds(request.body);
     let attachment: Attachment | undefined;
     let cursors: CursorTarget | undefined;
+    // The client left before its GET stream began (before the incarnation is opened, which would
+    // supersede the session's GET stream, and after): a GET has no effect to lose, and one that
+    // never had a client is not held (CONTRACT.md §7). Its replica's stream and connection go now.
+    const leftBeforeStart = () => {
+      if (kind !== 'get' || !res.destroyed) return false;
+      abort.abort();
+      discard(response);
+      requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
+      requests.ended(request, reply, 'client_gone');
+      return true;
+    };
+    if (leftBeforeStart()) return;
     if (sessionId !== undefined) {
       try {
         // A GET stream that opened supersedes the session's earlier GET streams now, before any
@@ -70,6 +82,7 @@ export function createRespond(deps: ProxyDeps) {
         cursors = undefined;
       }
     }
+    if (leftBeforeStart()) return;
     requests.answered(request, { status: response.statusCode, replica: replica.id, ...(sessionId !== undefined ? { session: sessionId } : {}) });
     reply.hijack();
     // A journaled stream outlives its client (J2, held): the pipe decides when it ends.

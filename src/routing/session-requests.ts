@@ -9,7 +9,7 @@ import { describe, isStoreError } from '../errors.js';
 import { sessionTarget } from '../eras/legacy-sse.js';
 import type { IncarnationRecord, SessionRecord } from '../store/types.js';
 import { askOwner, planPlainGet } from '../streams/held-get.js';
-import type { UpstreamAbort } from '../upstream.js';
+import type { UpstreamAbort } from '../upstream/index.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import { shortId } from './request-log.js';
 import type { Respond } from './respond.js';

@@ -19,7 +19,7 @@
  */
 import { isStoreError } from '../errors.js';
 import type { HeldGetRelease, IncarnationRecord, Store } from '../store/types.js';
-import { UpstreamAbort, type UpstreamResponse } from '../upstream.js';
+import { UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 
 /**
  * A GET that waits for a held GET of its session to be let go may be answered 409 by the replica

@@ -8,8 +8,9 @@
  * let go after resumption.journal.holdMs, or holdMs after the last lease of a client attached
  * through another instance (touchTail), whichever is later; at once when a newer GET of its
  * session supersedes it (E4), or a new GET of the session asks it to go (releaseHeldGet, after the
- * replica's 409: held-get.ts); and the oldest first when more than maxHeld are held. A stream with
- * a client attached is never let go so.
+ * replica's 409: held-get.ts); the oldest first when more than maxHeld are held; and the oldest
+ * held GET of a replica at its stream budget when another GET of it needs the room
+ * (upstream/budget.ts). A stream with a client attached is never let go so.
  */
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../logger.js';
@@ -21,14 +22,18 @@ export interface Pump {
   readonly sessionId: string;
   readonly incarnation: string;
   readonly kind: IncarnationKind;
+  /** The replica whose stream it reads. */
+  readonly replica: string;
   readonly pipe: SsePipe;
 }
 
-type Key = Omit<Pump, 'pipe'>;
+type Key = Omit<Pump, 'pipe' | 'replica'>;
 
 interface Hold {
   timer?: NodeJS.Timeout;
   unwatch?: () => void;
+  /** Being looked at to make room in its replica's stream budget (makeRoom). */
+  claimed?: true;
 }
 
 export interface PumpsDeps {
@@ -145,6 +150,36 @@ export class Pumps {
     if (current !== undefined && current !== pump.incarnation) this.#release(pump, 'superseded');
   }
 
+  /**
+   * A GET to `replica` needs room in its stream budget: the oldest held GET stream of the replica
+   * with no client attached, here or tailing through another instance, is let go (a hold expiry of
+   * reason `budget`; its journal stays, so a client coming back resumes from it). False when there
+   * is none.
+   */
+  async makeRoom(replica: string): Promise<boolean> {
+    for (const [pump, hold] of this.#held) {
+      if (pump.kind !== 'get' || pump.replica !== replica || hold.claimed) continue;
+      hold.claimed = true;
+      const tailed = await this.#tailed(pump);
+      delete hold.claimed;
+      if (tailed || this.#held.get(pump) !== hold) continue;
+      this.#release(pump, 'budget');
+      return true;
+    }
+    return false;
+  }
+
+  /** Whether a client tails the stream through another instance now (its lease runs). */
+  async #tailed(pump: Pump): Promise<boolean> {
+    try {
+      const view = await this.#deps.store.readIncarnation(pump.sessionId, pump.incarnation, pump.pipe.delivered);
+      return view !== null && view.record.tailUntil > Date.now();
+    } catch {
+      // The store does not answer: no client can tail this stream now.
+      return false;
+    }
+  }
+
   #unhold(pump: Pump): void {
     const hold = this.#held.get(pump);
     if (hold === undefined) return;
@@ -154,7 +189,7 @@ export class Pumps {
     this.#deps.metrics.heldStreams.dec();
   }
 
-  #release(pump: Pump, reason: 'timeout' | 'cap' | 'superseded'): void {
+  #release(pump: Pump, reason: 'timeout' | 'cap' | 'superseded' | 'budget'): void {
     if (!this.#held.has(pump)) return;
     this.#unhold(pump);
     this.#deps.metrics.holdExpiries.inc({ reason });

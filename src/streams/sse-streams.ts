@@ -165,7 +165,7 @@ export class SseStreams {
     const keepAlive = attachment ? this.#keepAlive(attachment) : undefined;
     let renewal: NodeJS.Timeout | undefined;
     if (key && pumped?.pump) {
-      pumps.add({ ...key, pipe: stream });
+      pumps.add({ ...key, replica: request.replica, pipe: stream });
       // The lease says this instance still pumps: renewed between events, else another instance
       // would take the stream over (J3). A refusal says one did, or the stream is gone.
       renewal = setInterval(() => {
@@ -196,7 +196,7 @@ export class SseStreams {
    * live (J3). An end no live replica gives (a GET stream's, a POST stream's with calls still
    * awaited, a cut) is checked first: an owner found dead is gone (R4, J4) before the client hears.
    */
-  async #ended(key: Omit<Pump, 'pipe'>, replica: string, rewriter: SseRewriter, how: 'upstream_end' | 'upstream_error'): Promise<void> {
+  async #ended(key: Omit<Pump, 'pipe' | 'replica'>, replica: string, rewriter: SseRewriter, how: 'upstream_end' | 'upstream_error'): Promise<void> {
     const suspicious = how === 'upstream_error' || key.kind === 'get' || !rewriter.answered;
     if (suspicious) await this.deps.fleet.confirmAlive(replica).catch(() => undefined);
     await this.deps.store.releasePump(key.sessionId, key.incarnation, this.deps.instanceId).catch(() => undefined);

@@ -32,7 +32,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { shortId } from '../routing/request-log.js';
 import type { SessionRecord, Store } from '../store/types.js';
-import { describeUpstreamError, replicaPath, UpstreamAbort, type Upstreams } from '../upstream.js';
+import { describeUpstreamError, replicaPath, UpstreamAbort, type Upstreams } from '../upstream/index.js';
 import type { ReplicaConfig } from '../config/schema.js';
 
 /** The JSON-RPC request that asks the owner about a credential: answered by every MCP server. */

@@ -11,7 +11,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import t, { type Test } from 'tap';
 import type { ReplicaConfig } from '../../src/config/schema.js';
 import { faultOf, isKnownFault } from '../../src/fleet/faults.js';
-import { isRefused, UpstreamAbort, Upstreams } from '../../src/upstream.js';
+import { isRefused, UpstreamAbort, Upstreams } from '../../src/upstream/index.js';
 import { refusingPort } from '../helpers/http.js';
 import { jsonLine, readyLine, spawnProcess } from '../helpers/processes.js';
 
@@ -19,7 +19,7 @@ const CONNECT_TIMEOUT_MS = 300;
 const HEADERS_TIMEOUT_MS = 300;
 
 function upstreams(t: Test): Upstreams {
-  const u = new Upstreams({ connectTimeoutMs: CONNECT_TIMEOUT_MS, headersTimeoutMs: HEADERS_TIMEOUT_MS, connections: 4 });
+  const u = new Upstreams({ connectTimeoutMs: CONNECT_TIMEOUT_MS, headersTimeoutMs: HEADERS_TIMEOUT_MS, connections: 4, maxStreams: 4 });
   t.teardown(() => u.close());
   return u;
 }

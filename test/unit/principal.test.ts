@@ -9,7 +9,7 @@ import { createLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { createPrincipals, credentialMaterial } from '../../src/trust/principal.js';
-import { Upstreams } from '../../src/upstream.js';
+import { Upstreams } from '../../src/upstream/index.js';
 
 const codec = new CursorCodec('x'.repeat(32));
 const of = (headers: Record<string, string | string[]>, names = ['authorization']) => codec.principal(credentialMaterial(headers, names));

@@ -1,17 +1,26 @@
 /**
- * Connections to the replicas: one undici Pool per replica. Whose fault a failed request was is
- * fleet/faults.ts; the probes' two questions (refused? cut?) are answered here.
+ * Connections to the replicas: two undici Pools per replica, one for GETs (SSE streams, each
+ * holding its connection for as long as it lasts, within the replica's stream budget: budget.ts)
+ * and one for every other request, so that requests answered with JSON never wait behind streams
+ * (CONTRACT.md §7). Whose fault a failed request was is fleet/faults.ts; the probes' two questions
+ * (refused? cut?) are answered here.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
-import type { ReplicaConfig } from './config/schema.js';
-import { errorCodes } from './fleet/faults.js';
+import type { ReplicaConfig } from '../config/schema.js';
+import { errorCodes } from '../fleet/faults.js';
+import { StreamBudgets, type BudgetEvents } from './budget.js';
+
+export { StreamBudgetExceeded } from './budget.js';
 
 export interface UpstreamOptions {
   connectTimeoutMs: number;
   headersTimeoutMs: number;
+  /** Connections per replica for requests that are not GETs. */
   connections: number;
+  /** GETs (SSE streams) in flight per replica at the most: their pool's size. */
+  maxStreams: number;
 }
 
 export interface UpstreamRequest {
@@ -40,13 +49,50 @@ export class UpstreamAbort extends EventEmitter {
   }
 }
 
+/** A request whose client left before it was sent: never sent (CONTRACT.md §7). */
+export class ClientGone extends Error {
+  readonly code = 'GW_CLIENT_GONE';
+
+  constructor() {
+    super('the client left before the request was sent');
+    this.name = 'ClientGone';
+  }
+}
+
+type PoolKind = 'streams' | 'requests';
+
 export class Upstreams {
   readonly #pools = new Map<string, Pool>();
+  readonly budgets: StreamBudgets;
 
-  constructor(private options: UpstreamOptions) {}
+  constructor(
+    private options: UpstreamOptions,
+    events: BudgetEvents = { changed: () => undefined, exceeded: () => undefined },
+  ) {
+    this.budgets = new StreamBudgets(options.maxStreams, events);
+  }
 
-  send(replica: ReplicaConfig, request: UpstreamRequest): Promise<UpstreamResponse> {
-    return this.#pool(replica).request({
+  /**
+   * Sends a request. A GET takes a place in its replica's stream budget first, given back when its
+   * response body closes (or it failed): StreamBudgetExceeded when there is none.
+   */
+  async send(replica: ReplicaConfig, request: UpstreamRequest): Promise<UpstreamResponse> {
+    if (request.method !== 'GET') return this.#request('requests', replica, request);
+    const giveBack = await this.budgets.acquire(replica.id);
+    try {
+      // Room may have been made while the client waited: one that left meanwhile is not sent.
+      if (request.signal?.aborted) throw new ClientGone();
+      const response = await this.#request('streams', replica, request);
+      response.body.once('close', giveBack);
+      return response;
+    } catch (err) {
+      giveBack();
+      throw err;
+    }
+  }
+
+  #request(kind: PoolKind, replica: ReplicaConfig, request: UpstreamRequest): Promise<UpstreamResponse> {
+    return this.#pool(kind, replica).request({
       method: request.method as Dispatcher.HttpMethod,
       path: request.path,
       headers: request.headers,
@@ -64,6 +110,7 @@ export class Upstreams {
   reconfigure(options: UpstreamOptions): void {
     if (isDeepStrictEqual(options, this.options)) return;
     this.options = options;
+    this.budgets.resize(options.maxStreams);
     const old = [...this.#pools.values()];
     this.#pools.clear();
     for (const pool of old) void pool.close().catch(() => undefined);
@@ -71,7 +118,7 @@ export class Upstreams {
 
   /** Forgets the pools of replicas no longer configured, closing their connections. */
   async retain(ids: ReadonlySet<string>): Promise<void> {
-    const gone = [...this.#pools].filter(([key]) => !ids.has(key.split(' ')[0] ?? ''));
+    const gone = [...this.#pools].filter(([key]) => !ids.has(key.split(' ')[1] ?? ''));
     for (const [key] of gone) this.#pools.delete(key);
     await Promise.all(gone.map(([, pool]) => pool.destroy()));
   }
@@ -82,13 +129,14 @@ export class Upstreams {
     await Promise.all(pools.map((pool) => pool.destroy()));
   }
 
-  #pool(replica: ReplicaConfig): Pool {
+  #pool(kind: PoolKind, replica: ReplicaConfig): Pool {
     const { origin } = parsed(replica);
-    const key = `${replica.id} ${origin}`;
+    const key = `${kind} ${replica.id} ${origin}`;
     let pool = this.#pools.get(key);
     if (!pool) {
       pool = new Pool(origin, {
-        connections: this.options.connections,
+        // The stream budget bounds the GETs in flight: a GET never waits for a connection.
+        connections: kind === 'streams' ? this.options.maxStreams : this.options.connections,
         connect: { timeout: this.options.connectTimeoutMs },
         // A JSON-answered tools/call sends its headers only when the tool is done.
         headersTimeout: this.options.headersTimeoutMs,
