@@ -27,7 +27,7 @@ const CAUSES: Readonly<Record<string, Fault>> = {
   UND_ERR_ABORT: 'aborted',
   ABORT_ERR: 'aborted',
   // The gateway's own: a client that left before its request was sent, a stream over its budget.
-  GW_CLIENT_GONE: 'aborted',
+  CLIENT_GONE: 'aborted',
   GW_STREAM_BUDGET: 'budget',
   // Raised while the request is built, before it is queued on a connection.
   UND_ERR_INVALID_ARG: 'gateway',

@@ -51,7 +51,7 @@ export class UpstreamAbort extends EventEmitter {
 
 /** A request whose client left before it was sent: never sent (CONTRACT.md §7). */
 export class ClientGone extends Error {
-  readonly code = 'GW_CLIENT_GONE';
+  readonly code = 'CLIENT_GONE';
 
   constructor() {
     super('the client left before the request was sent');

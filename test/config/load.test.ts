@@ -34,7 +34,7 @@ t.test('a file with only replicas gets every default', async (t) => {
     balancer: 'round-robin',
     health: { intervalMs: 2000, timeoutMs: 1000, unhealthyThreshold: 3, healthyThreshold: 1, expectStatus: [] },
     sessions: { idleTtlMs: 1_800_000, tombstoneTtlMs: 3_600_000 },
-    upstream: { connectTimeoutMs: 2000, headersTimeoutMs: 300_000, connections: 1024, retryAfterSeconds: 1 },
+    upstream: { connectTimeoutMs: 2000, headersTimeoutMs: 300_000, connections: 1024, maxStreams: 4096, retryAfterSeconds: 1 },
     resumption: {
       mode: 'signal',
       replayTimeoutMs: 5000,
