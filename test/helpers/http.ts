@@ -1,5 +1,8 @@
 /** Raw MCP over HTTP, for tests that look at bytes, headers and statuses rather than the SDK's view. */
-import { createServer } from 'node:net';
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
+import type { Teardown } from './processes.js';
 
 export const MCP_ACCEPT = 'application/json, text/event-stream';
 export const PROTOCOL_VERSION = '2025-06-18';
@@ -46,4 +49,15 @@ export async function refusingPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   if (!address || typeof address === 'string') throw new Error('no port');
   return address.port;
+}
+
+/** Listens on a free loopback port until the test ends (its connections closed then): the port. */
+export async function listenOnLoopback(t: Teardown, server: Server): Promise<number> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return (server.address() as AddressInfo).port;
 }

@@ -6,8 +6,8 @@
  */
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Teardown } from './gateway.js';
+import { listenOnLoopback } from './http.js';
 
 export interface ScriptedStream {
   emit(chunk: string): void;
@@ -57,13 +57,7 @@ export async function startScriptedUpstream(t: Teardown, sessionId = 'scripted-s
     if (waiter) waiter(stream);
     else ready.push(stream);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(t, server);
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     nextStream: () => {

@@ -12,10 +12,9 @@
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { initializeBody, post, rawSession, toolCallBody } from '../helpers/http.js';
+import { initializeBody, listenOnLoopback, post, rawSession, toolCallBody } from '../helpers/http.js';
 import { mapLimit } from '../helpers/load.js';
 import { rawStreams, type RawStream } from '../helpers/raw-sse.js';
 import { startRedisServer } from '../helpers/redis-server.js';
@@ -184,13 +183,7 @@ t.test('a GET whose client leaves before the replica answered is cancelled, and 
     gets.push(req);
     getSeen?.();
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(t, server);
   const gw = await startGateway(t, { store: { type: 'memory' }, replicas: [{ id: 'slow', url: `http://127.0.0.1:${port}/mcp` }] });
   const init = await post(gw.url, initializeBody());
   await init.text();

@@ -6,12 +6,12 @@
  */
 import { once } from 'node:events';
 import { createServer, get, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
 import { pipeSse, type HoldOptions } from '../../src/streams/pipe.js';
 import { SseRewriter } from '../../src/sse/rewriter.js';
 import { startChain } from '../helpers/stream-chain.js';
+import { listenOnLoopback } from '../helpers/http.js';
 
 const codec = new CursorCodec('a-test-secret-of-at-least-32-bytes!!');
 
@@ -59,13 +59,7 @@ async function attachClient(t: Test, pipe: ReturnType<typeof pipeSse>) {
     res.flushHeaders();
     pipe.attach(res);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(t, server);
   const req = get({ host: '127.0.0.1', port, path: '/', agent: false });
   const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
   let text = '';

@@ -7,12 +7,12 @@
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import type { ReplicaConfig } from '../../src/config/schema.js';
 import { faultOf } from '../../src/fleet/faults.js';
 import { StreamBudgets } from '../../src/upstream/budget.js';
 import { StreamBudgetExceeded, UpstreamAbort, Upstreams } from '../../src/upstream/index.js';
+import { listenOnLoopback } from '../helpers/http.js';
 
 const MAX = 3;
 
@@ -32,13 +32,7 @@ async function replica(t: Test) {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end('{}');
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(t, server);
   return { config: { id: 'r1', url: `http://127.0.0.1:${port}/mcp` } as ReplicaConfig, streams, gets };
 }
 
