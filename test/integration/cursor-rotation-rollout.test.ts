@@ -1,13 +1,16 @@
 /**
  * The cursor key rotation of docs/security.md#rotating-the-cursor-key, rolled out as it says (E2):
- * two gateway processes on one redis-server, both signing with the old key; each of the three
- * steps is applied to one instance at a time (its file rewritten, SIGHUP), and between any two
- * single-instance changes the client cuts its journaled GET stream and resumes it with its last
- * cursor through the other instance than the last time, so that a cursor signed by one instance is
- * checked by the other at every stage of the rollout. Each resumption is a continuation: every
- * event once, in order, no signal. Once the rollout is done the instances agree on their keys; a
- * cursor of the old key resumed after step 2 was verified by a previous key, and after step 3 it is
- * foreign (CONTRACT.md §5: a new stream with the signal). Neither key is ever logged.
+ * two gateway processes on one redis-server, both signing with the old key, and a session whose
+ * journaled GET stream each one holds. Each of the three steps is applied to one instance at a
+ * time (its file rewritten, SIGHUP, its "cursor keys changed" line), and after every
+ * single-instance change each client receives a live batch (its last cursor now signed by the
+ * instance it is connected through, as that one is configured now), cuts its stream and resumes
+ * it with that cursor through the other instance: through A at one stage and through B at the
+ * next, the two sessions the other way round, so that at every stage a cursor of each instance is
+ * checked by the other one. Each resumption is a continuation:
+ * every event once, in order, no signal. During step 2 cursors of the old key are verified by a
+ * previous key; once the rollout is done the instances agree on their keys, and a cursor of the
+ * old key is foreign (CONTRACT.md §5: a new stream with the signal). Neither key is ever logged.
  */
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -65,6 +68,17 @@ function batches(n: number): number[] {
 
 t.setTimeout(240_000);
 
+/** A client session whose GET stream one instance holds (and journals) whenever no client is attached. */
+interface Client {
+  readonly label: string;
+  readonly sessionId: string;
+  readonly holder: GatewayProcess;
+  stream: RawStream;
+  /** Every event received, over all its streams' incarnations' continuations. */
+  readonly received: RawEvent[];
+  batches: number;
+}
+
 t.test('a new cursor key rolled out one instance at a time, step by step: every resumption continues, and the old key ends foreign', async (t) => {
   const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
   const OLD = randomBytes(32).toString('base64url');
@@ -78,49 +92,46 @@ t.test('a new cursor key rolled out one instance at a time, step by step: every 
   const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
   const [a, b] = gateways as [GatewayProcess, GatewayProcess];
   const name = (gw: GatewayProcess) => (gw === a ? 'A' : 'B');
+  const other = (gw: GatewayProcess) => (gw === a ? b : a);
   const streams = rawStreams(t);
 
-  // The session whose GET stream is cut and resumed after every change: opened on A, which holds
-  // (and journals) its stream whenever no client is attached.
-  const sessionId = await rawSession(a.url);
-  let stream: RawStream = await streams.open(a.url, sessionId);
-  t.equal(stream.status, 200, 'the GET stream opens');
-  await emit(a.url, sessionId);
-  const received: RawEvent[] = [...(await stream.events.until(BATCH))];
-  const oldCursor = received[0]!.id!;
+  // One session held by each instance. An event's cursor is signed by the instance that sends it
+  // to the client (the holder, or one tailing its journal), as that instance is configured then.
+  async function open(holder: GatewayProcess): Promise<Client> {
+    const sessionId = await rawSession(holder.url);
+    const stream = await streams.open(holder.url, sessionId);
+    t.equal(stream.status, 200, `the GET stream held by ${name(holder)} opens`);
+    await emit(holder.url, sessionId);
+    return { label: `the session held by ${name(holder)}`, sessionId, holder, stream, received: [...(await stream.events.until(BATCH))], batches: 1 };
+  }
+  const clients = [await open(a), await open(b)];
+  const oldCursors = clients.map((c) => c.received.at(-1)!.id!);
 
-  // A second session, left with a cursor of the old key until step 2 is done everywhere.
-  const idleSessionId = await rawSession(b.url);
-  const idle = await streams.open(b.url, idleSessionId);
-  await emit(b.url, idleSessionId);
-  const idleCursor = (await idle.events.until(BATCH)).at(-1)!.id!;
-  idle.close();
-
-  let through = a;
-  let emitted = 1;
-  /** Cuts the stream, sends a batch while the client is away, resumes through the other instance. */
-  async function cutAndResume(stage: string): Promise<void> {
-    stream.close();
-    await stream.ended;
-    await waitFor('A holds the GET stream again', bound(1000), async () => (await scrapeMetric(a.adminUrl, 'mcp_gateway_held_streams')) === 1);
-    await emit(a.url, sessionId);
-    emitted++;
-    through = through === a ? b : a;
-    const cursor = received.at(-1)!.id!;
-    const resumed = await streams.open(through.url, sessionId, cursor);
-    t.equal(resumed.status, 200, `${stage}: resumed through ${name(through)}`);
-    t.equal(resumed.headers['mcp-resumption'], 'continued', `${stage}: a continuation`);
-    t.equal(resumed.headers['mcp-resumption-reason'], undefined, `${stage}: no reason`);
+  /**
+   * A live batch, so that the last cursor is signed by the instance the client is connected
+   * through as it is configured now; then the stream cut, a batch sent while the client is away, and the stream resumed through `through`.
+   */
+  async function cutAndResume(c: Client, through: GatewayProcess, stage: string): Promise<void> {
+    const what = `${stage}, ${c.label} resumed through ${name(through)}`;
+    const seen = c.stream.events.items.length;
+    await emit(c.holder.url, c.sessionId);
+    c.received.push(...(await c.stream.events.until(seen + BATCH)).slice(seen));
+    c.stream.close();
+    await c.stream.ended;
+    await waitFor(`${name(c.holder)} holds the GET stream again`, bound(1000), async () => (await scrapeMetric(c.holder.adminUrl, 'mcp_gateway_held_streams')) === 1);
+    await emit(c.holder.url, c.sessionId);
+    c.batches += 2;
+    const cursor = c.received.at(-1)!.id!;
+    const resumed = await streams.open(through.url, c.sessionId, cursor);
+    t.equal(resumed.status, 200, `${what}: 200`);
+    t.equal(resumed.headers['mcp-resumption'], 'continued', `${what}: a continuation`);
+    t.equal(resumed.headers['mcp-resumption-reason'], undefined, `${what}: no reason`);
     const away = await resumed.events.until(BATCH);
-    // And live again: a batch sent after the resumption arrives on the same stream.
-    await emit(through.url, sessionId);
-    emitted++;
-    const all = await resumed.events.until(2 * BATCH);
-    t.same(seqs(all), batches(2), `${stage}: the batch sent while away, then the live one, each event once and in order`);
-    t.notOk(all.some((e) => e.data.includes('stream_reset')), `${stage}: no stream_reset`);
-    t.equal(away[0]!.id === cursor, false, `${stage}: nothing up to the cursor again`);
-    received.push(...all);
-    stream = resumed;
+    t.same(seqs(away), batches(1), `${what}: the batch sent while away, each event once and in order`);
+    t.notOk(away.some((e) => e.data.includes('stream_reset')), `${what}: no stream_reset`);
+    t.notOk(away.some((e) => e.id === cursor), `${what}: nothing up to the cursor again`);
+    c.received.push(...away);
+    c.stream = resumed;
   }
 
   const step1 = { secret: OLD, previousSecrets: [NEW] };
@@ -134,23 +145,28 @@ t.test('a new cursor key rolled out one instance at a time, step by step: every 
     ['step 3 on A', a, step3],
     ['step 3 on B', b, step3],
   ];
+  const previousKeyTotal = async () => (await scrapeMetric(a.adminUrl, 'mcp_gateway_cursor_previous_key_total')) + (await scrapeMetric(b.adminUrl, 'mcp_gateway_cursor_previous_key_total'));
+  let through = a;
+  let verifiedByPrevious = 0;
   for (const [stage, gw, cursor] of rollout) {
     const line = await rekey(gw, cursor);
     t.equal(line['previousKeys'], cursor.previousSecrets?.length ?? 0, `${stage}: the reload says how many keys only verify`);
-    await cutAndResume(stage);
-    if (stage === 'step 2 on B') {
-      const before = (await scrapeMetric(a.adminUrl, 'mcp_gateway_cursor_previous_key_total')) + (await scrapeMetric(b.adminUrl, 'mcp_gateway_cursor_previous_key_total'));
-      const resumedIdle = await streams.open(a.url, idleSessionId, idleCursor);
-      t.equal(resumedIdle.headers['mcp-resumption'], 'continued', 'after step 2, a cursor of the old key still continues');
-      resumedIdle.close();
-      const after = (await scrapeMetric(a.adminUrl, 'mcp_gateway_cursor_previous_key_total')) + (await scrapeMetric(b.adminUrl, 'mcp_gateway_cursor_previous_key_total'));
-      t.ok(after > before, `verified by a previous key (mcp_gateway_cursor_previous_key_total ${before} -> ${after})`);
-    }
+    // Alternating: the session held by A through B at one stage, through A at the next, and the
+    // session held by B the other way round.
+    through = other(through);
+    const before = await previousKeyTotal();
+    await cutAndResume(clients[0]!, through, stage);
+    await cutAndResume(clients[1]!, other(through), stage);
+    if (stage.startsWith('step 2')) verifiedByPrevious += (await previousKeyTotal()) - before;
   }
+  t.ok(verifiedByPrevious > 0, `during step 2, cursors signed with the old key were verified by a previous key (mcp_gateway_cursor_previous_key_total grew by ${verifiedByPrevious})`);
 
-  t.same(seqs(received), batches(emitted), `all ${emitted * BATCH} events, each once and in order, across ${rollout.length} resumptions`);
-  t.equal(new Set(received.map((e) => e.id)).size, received.length, 'each under a cursor of its own');
-  t.equal(await scrapeMetric(a.adminUrl, 'mcp_gateway_resumptions_total', { outcome: 'new_stream' }) + (await scrapeMetric(b.adminUrl, 'mcp_gateway_resumptions_total', { outcome: 'new_stream' })), 0, 'no resumption was answered as a new stream');
+  for (const c of clients) {
+    t.same(seqs(c.received), batches(c.batches), `${c.label}: all ${c.batches * BATCH} events, each once and in order, across ${rollout.length} resumptions`);
+    t.equal(new Set(c.received.map((e) => e.id)).size, c.received.length, `${c.label}: each under a cursor of its own`);
+  }
+  const newStreams = async (gw: GatewayProcess) => scrapeMetric(gw.adminUrl, 'mcp_gateway_resumptions_total', { outcome: 'new_stream' });
+  t.equal((await newStreams(a)) + (await newStreams(b)), 0, 'no resumption was answered as a new stream');
 
   // The rollout done: both instances published their keys since and compared them, and agree.
   for (const gw of gateways) {
@@ -161,18 +177,21 @@ t.test('a new cursor key rolled out one instance at a time, step by step: every 
     t.notOk(gw.logs.some((l) => /uses another cursor key/.test(String(l['msg']))), `${name(gw)} never warned of a mismatch during the rollout`);
   }
 
-  // Step 3 done: a cursor signed only under the old key is foreign, answered as a new stream.
-  stream.close();
-  for (const gw of gateways) {
-    const foreign = await streams.open(gw.url, sessionId, oldCursor);
-    t.equal(foreign.status, 200, `through ${name(gw)}: a cursor of the dropped key`);
-    t.equal(foreign.headers['mcp-resumption'], 'new-stream', 'is answered as a new stream');
-    t.equal(foreign.headers['mcp-resumption-reason'], 'foreign_cursor', 'because it is foreign');
-    const [signal] = await foreign.events.until(1);
-    t.match(JSON.parse(signal!.data), { method: 'notifications/gateway/stream_reset', params: { resumed: false, reason: 'foreign_cursor', lastEventId: oldCursor } }, 'with the signal first');
-    foreign.close();
+  // Step 3 done: a cursor signed only with the old key is foreign, answered as a new stream.
+  for (const c of clients) c.stream.close();
+  for (const [i, c] of clients.entries()) {
+    for (const gw of gateways) {
+      const what = `${c.label}, its cursor of the old key through ${name(gw)}`;
+      const foreign = await streams.open(gw.url, c.sessionId, oldCursors[i]);
+      t.equal(foreign.status, 200, `${what}: 200`);
+      t.equal(foreign.headers['mcp-resumption'], 'new-stream', `${what}: a new stream`);
+      t.equal(foreign.headers['mcp-resumption-reason'], 'foreign_cursor', `${what}: foreign_cursor`);
+      const [signal] = await foreign.events.until(1);
+      t.match(JSON.parse(signal!.data), { method: 'notifications/gateway/stream_reset', params: { resumed: false, reason: 'foreign_cursor', lastEventId: oldCursors[i] } }, `${what}: the signal first`);
+      foreign.close();
+    }
   }
 
-  for (const gw of gateways) t.equal(await gw.stop('SIGTERM'), 0);
+  for (const gw of gateways) t.equal(await gw.stop('SIGTERM'), 0, `${name(gw)} stops cleanly`);
   t.same(findSecrets([...a.lines, ...b.lines], [OLD, NEW]), [], 'neither key is logged');
 });
