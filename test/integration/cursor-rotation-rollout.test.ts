@@ -35,7 +35,14 @@ interface CursorSettings {
   previousSecrets?: string[];
 }
 
-/** Rewrites the instance's cursor section, sends SIGHUP, and waits for the reload's log line. */
+const PUBLISHED = ['mcp_gateway_store_duration_seconds_count', { op: 'publishKeyFingerprint' }] as const;
+
+/**
+ * Rewrites the instance's cursor section, sends SIGHUP, waits for the reload's log line, and then
+ * until the instance has published its new keys (docs/security.md: a step is finished on an
+ * instance then, and the other instances compare with what it published). Two ticks: one may have
+ * read the keys before the reload.
+ */
 async function rekey(gw: GatewayProcess, cursor: CursorSettings): Promise<Record<string, unknown>> {
   const config = parse(await readFile(gw.file, 'utf8')) as Record<string, unknown>;
   config['cursor'] = cursor;
@@ -47,6 +54,8 @@ async function rekey(gw: GatewayProcess, cursor: CursorSettings): Promise<Record
     line = gw.logs.slice(before).find((l) => KEYS_CHANGED.test(String(l['msg'])));
     return line !== undefined;
   });
+  const published = await scrapeMetric(gw.adminUrl, ...PUBLISHED);
+  await waitFor('the new keys published', bound(HEALTH_INTERVAL_MS * 2), async () => (await scrapeMetric(gw.adminUrl, ...PUBLISHED)) >= published + 2);
   return line!;
 }
 
@@ -170,9 +179,8 @@ t.test('a new cursor key rolled out one instance at a time, step by step: every 
 
   // The rollout done: both instances published their keys since and compared them, and agree.
   for (const gw of gateways) {
-    const publishOp = { op: 'publishKeyFingerprint' };
-    const published = await scrapeMetric(gw.adminUrl, 'mcp_gateway_store_duration_seconds_count', publishOp);
-    await waitFor(`${name(gw)} compared keys twice more`, bound(HEALTH_INTERVAL_MS * 3), async () => (await scrapeMetric(gw.adminUrl, 'mcp_gateway_store_duration_seconds_count', publishOp)) >= published + 2);
+    const published = await scrapeMetric(gw.adminUrl, ...PUBLISHED);
+    await waitFor(`${name(gw)} compared keys twice more`, bound(HEALTH_INTERVAL_MS * 3), async () => (await scrapeMetric(gw.adminUrl, ...PUBLISHED)) >= published + 2);
     t.equal(await scrapeMetric(gw.adminUrl, 'mcp_gateway_cursor_key_mismatch_instances'), 0, `${name(gw)} counts no instance with another key`);
     t.notOk(gw.logs.some((l) => /uses another cursor key/.test(String(l['msg']))), `${name(gw)} never warned of a mismatch during the rollout`);
   }
@@ -193,5 +201,47 @@ t.test('a new cursor key rolled out one instance at a time, step by step: every 
   }
 
   for (const gw of gateways) t.equal(await gw.stop('SIGTERM'), 0, `${name(gw)} stops cleanly`);
+  t.same(findSecrets([...a.lines, ...b.lines], [OLD, NEW]), [], 'neither key is logged');
+});
+
+/** sessions.idleTtlMs of the quiet-stream case: short, since step 3 waits for it to pass. */
+const IDLE_TTL_MS = 1500;
+
+t.test('a GET stream open and quiet from before step 2 until step 3 holds a cursor of the old key: its resumption is then foreign', async (t) => {
+  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
+  const OLD = randomBytes(32).toString('base64url');
+  const NEW = randomBytes(32).toString('base64url');
+  const settings = {
+    store: { type: 'redis', url: redis.url },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    health: { intervalMs: HEALTH_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS },
+    sessions: { idleTtlMs: IDLE_TTL_MS },
+    cursor: { secret: OLD },
+  };
+  const [a, b] = (await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)])) as [GatewayProcess, GatewayProcess];
+  const streams = rawStreams(t);
+  const sessionId = await rawSession(a.url);
+  const quiet = await streams.open(a.url, sessionId);
+  await emit(a.url, sessionId);
+  const cursor = (await quiet.events.until(BATCH)).at(-1)!.id!;
+
+  for (const cursorSettings of [{ secret: OLD, previousSecrets: [NEW] }, { secret: NEW, previousSecrets: [OLD] }]) {
+    for (const gw of [a, b]) await rekey(gw, cursorSettings);
+  }
+  // Step 3 waits until a session left idle since step 2 would be forgotten: the time is the condition.
+  const step2Done = performance.now();
+  await waitFor('sessions.idleTtlMs since step 2', bound(IDLE_TTL_MS), () => performance.now() - step2Done > IDLE_TTL_MS);
+  // All that step 3 waits for holds: no cursor of the old key was verified by a previous key, and
+  // sessions.idleTtlMs has passed. But this session was never idle (its stream is open), and its
+  // client's last cursor is still one of the old key: the stream carried no event since step 2.
+  t.equal((await scrapeMetric(a.adminUrl, 'mcp_gateway_cursor_previous_key_total')) + (await scrapeMetric(b.adminUrl, 'mcp_gateway_cursor_previous_key_total')), 0, 'no cursor was verified by a previous key');
+  for (const gw of [a, b]) await rekey(gw, { secret: NEW });
+
+  quiet.close();
+  const resumed = await streams.open(b.url, sessionId, cursor);
+  t.equal(resumed.status, 200, 'the session is still there');
+  t.equal(resumed.headers['mcp-resumption'], 'new-stream', 'but the quiet stream cut after step 3 is not continued');
+  t.equal(resumed.headers['mcp-resumption-reason'], 'foreign_cursor', 'its cursor is foreign');
+  t.same(quiet.events.items.length, BATCH, 'the stream carried nothing after the first batch');
   t.same(findSecrets([...a.lines, ...b.lines], [OLD, NEW]), [], 'neither key is logged');
 });
