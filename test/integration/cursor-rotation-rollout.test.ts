@@ -14,7 +14,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { parse, stringify } from 'yaml';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
 import { findSecrets } from '../helpers/log-scan.js';
@@ -77,6 +77,23 @@ function batches(n: number): number[] {
 
 t.setTimeout(240_000);
 
+/** Two gateway processes on one redis-server and one SDK replica, both signing with the old key. */
+async function fleet(t: Test, settings: Record<string, unknown> = {}) {
+  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
+  const OLD = randomBytes(32).toString('base64url');
+  const NEW = randomBytes(32).toString('base64url');
+  const all = {
+    store: { type: 'redis', url: redis.url },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    health: { intervalMs: HEALTH_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS },
+    cursor: { secret: OLD },
+    ...settings,
+  };
+  const gateways = await Promise.all([startGatewayProcess(t, all), startGatewayProcess(t, all)]);
+  const [a, b] = gateways as [GatewayProcess, GatewayProcess];
+  return { OLD, NEW, gateways, a, b };
+}
+
 /** A client session whose GET stream one instance holds (and journals) whenever no client is attached. */
 interface Client {
   readonly label: string;
@@ -89,17 +106,7 @@ interface Client {
 }
 
 t.test('a new cursor key rolled out one instance at a time, step by step: every resumption continues, and the old key ends foreign', async (t) => {
-  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
-  const OLD = randomBytes(32).toString('base64url');
-  const NEW = randomBytes(32).toString('base64url');
-  const settings = {
-    store: { type: 'redis', url: redis.url },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-    health: { intervalMs: HEALTH_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS },
-    cursor: { secret: OLD },
-  };
-  const gateways = await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)]);
-  const [a, b] = gateways as [GatewayProcess, GatewayProcess];
+  const { OLD, NEW, gateways, a, b } = await fleet(t);
   const name = (gw: GatewayProcess) => (gw === a ? 'A' : 'B');
   const other = (gw: GatewayProcess) => (gw === a ? b : a);
   const streams = rawStreams(t);
@@ -208,17 +215,7 @@ t.test('a new cursor key rolled out one instance at a time, step by step: every 
 const IDLE_TTL_MS = 1500;
 
 t.test('a GET stream open and quiet from before step 2 until step 3 holds a cursor of the old key: its resumption is then foreign', async (t) => {
-  const [redis, [replica]] = await Promise.all([startRedisServer(t), spawnReplicas(t, 1)]);
-  const OLD = randomBytes(32).toString('base64url');
-  const NEW = randomBytes(32).toString('base64url');
-  const settings = {
-    store: { type: 'redis', url: redis.url },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-    health: { intervalMs: HEALTH_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS },
-    sessions: { idleTtlMs: IDLE_TTL_MS },
-    cursor: { secret: OLD },
-  };
-  const [a, b] = (await Promise.all([startGatewayProcess(t, settings), startGatewayProcess(t, settings)])) as [GatewayProcess, GatewayProcess];
+  const { OLD, NEW, a, b } = await fleet(t, { sessions: { idleTtlMs: IDLE_TTL_MS } });
   const streams = rawStreams(t);
   const sessionId = await rawSession(a.url);
   const quiet = await streams.open(a.url, sessionId);
