@@ -58,8 +58,13 @@ export type Decision =
       readonly session: SessionRecord;
       /** POST stream requests whose responses never reached the client: each gets -32010. */
       readonly pending: readonly JsonRpcId[];
-      /** The session lives on with its owner up: a fresh GET stream may follow the signal. */
-      readonly sessionAlive: boolean;
+      /**
+       * A fresh GET stream from the owner may follow the signal: the session lives on with its
+       * owner up, and the cursor is not of a POST stream. A POST stream's signal ends once its
+       * calls are settled (-32010, or their journaled responses: J4): a fresh GET would supersede
+       * the session's own GET stream (E4), which its client may be resuming at the same moment.
+       */
+      readonly freshGet: boolean;
       /**
        * A journaled POST stream (J4): the responses its journal still holds after `after` are
        * delivered after the signal, with their original cursors, so that a call whose response
@@ -116,12 +121,12 @@ export function decide(facts: ResumptionFacts): Decision {
   // 1. session_unknown: never held, expired, or ended by the client (R3).
   if (!session || session.state === 'terminated') return { kind: 'not_found', reason: 'session_unknown' };
   const lost = session.state === 'lost' || facts.ownerGone;
-  const newStream = (reason: NewStreamReason, pending: readonly JsonRpcId[] = []): Decision => ({
+  const newStream = (reason: NewStreamReason, pending: readonly JsonRpcId[] = [], post = false): Decision => ({
     kind: 'new_stream',
     reason,
     session,
     pending,
-    sessionAlive: !lost,
+    freshGet: !lost && !post,
   });
 
   // 2. foreign_cursor. A lost session answers 404 here: only its own cursors go further.
@@ -140,7 +145,7 @@ export function decide(facts: ResumptionFacts): Decision {
   if (belowWindow && !journaled) return newStream('unknown_stream');
   const pending = record.kind === 'post' ? record.pending : [];
   const responses = journaled && record.kind === 'post' ? { incarnation: record.id, after: Math.max(seq, record.base - 1) } : undefined;
-  const postStream = (reason: NewStreamReason): Decision => ({ ...newStream(reason, pending), ...(responses ? { responses } : {}) });
+  const postStream = (reason: NewStreamReason): Decision => ({ ...newStream(reason, pending, record.kind === 'post'), ...(responses ? { responses } : {}) });
 
   // A stream that is over, resumed from its last event: nothing follows. Over: the gateway ended
   // it on purpose, or it is a POST stream whose every response was forwarded (the replica ends a
@@ -169,7 +174,7 @@ export function decide(facts: ResumptionFacts): Decision {
     // A call still running: what was lost is signalled, and the call is followed to its response
     // from the journal's window on, not failed with -32010 (its response has yet to come, J4).
     if (pumpAlive && pending.length > 0) {
-      return { kind: 'new_stream', reason: 'gap', session, pending: [], sessionAlive: !lost, follow: { record, seq: Math.max(record.base, 1) - 1 } };
+      return { kind: 'new_stream', reason: 'gap', session, pending: [], freshGet: false, follow: { record, seq: Math.max(record.base, 1) - 1 } };
     }
     return postStream('gap');
   }

@@ -214,7 +214,7 @@ function answerOf(decision: Decision, mode: 'signal' | 'reject'): ResumptionAnsw
     case 'new_stream': {
       const calls = decision.pending.length > 0 ? `, ${decision.pending.length} call(s) fail with -32010` : '';
       if (mode === 'reject') return { outcome: 'rejected', reason: decision.reason, status: 410, detail: `410 Last-Event-ID cannot be resumed${calls}` };
-      const then = decision.pending.length === 0 && decision.sessionAlive ? 'then a fresh GET stream from the owner' : 'then the stream ends';
+      const then = decision.freshGet ? 'then a fresh GET stream from the owner' : 'then the stream ends';
       return { outcome: 'new_stream', reason: decision.reason, status: 200, detail: `the stream_reset signal${calls}, ${then}` };
     }
   }

@@ -375,7 +375,7 @@ export function createResumption(kit: ResumeKit) {
 
   /** The answer when the stream cannot continue: the signal (a new stream) or 410 (reject mode). */
   async function newStream(request: FastifyRequest, reply: FastifyReply, facts: ResumptionFacts, decision: NewStream, lastEventId: string) {
-    const { session, reason, pending, sessionAlive } = decision;
+    const { session, reason, pending, freshGet } = decision;
     const config = kit.config();
     if (config.resumption.mode === 'reject') {
       requests.resumption(request, 'rejected', reason);
@@ -386,7 +386,7 @@ export function createResumption(kit: ResumeKit) {
     }
     const res = reply.raw;
     const owner = fleet.get(session.owner);
-    const wantsFresh = sessionAlive && pending.length === 0 && !decision.follow && owner !== undefined && fleet.health(owner.id) === 'up';
+    const wantsFresh = freshGet && owner !== undefined && fleet.health(owner.id) === 'up';
     // The owner is asked first: only a fresh stream that really opened supersedes the session's
     // GET stream (E4). A refused one must leave a live stream resumable.
     const fresh = wantsFresh ? await openFreshStream(request, session, owner, res) : undefined;

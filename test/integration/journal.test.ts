@@ -9,7 +9,8 @@ import t, { type Test } from 'tap';
 import { startBalancer } from '../helpers/balancer.js';
 import { callText, connect } from '../helpers/client.js';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { post, rawSession, toolCallBody } from '../helpers/http.js';
+import { MCP_ACCEPT, PROTOCOL_VERSION, post, rawSession, toolCallBody } from '../helpers/http.js';
+import { wireOpen } from '../helpers/model-wire.js';
 import type { Explanation } from '../../src/resumption/explain.js';
 import { rawStreams } from '../helpers/raw-sse.js';
 import { startRedisServer } from '../helpers/redis-server.js';
@@ -157,6 +158,53 @@ t.test('a cursor older than the journal window is a gap (J5)', async (t) => {
     events.slice(37, 40).map((e) => e.data),
     'and their data',
   );
+});
+
+t.test('a call whose response was journaled after its cursor left the window: the signal, the response, the end; the session\'s GET stream stays resumable', async (t) => {
+  // Found by the model-based walk (MODEL_SEED=118357424): the signal's stream went on as a fresh
+  // GET, which superseded the session's own GET stream, cut with the call and held meanwhile.
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  const gateway = await startGateway(t, {
+    store: { type: 'redis', url: redis.url },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    resumption: { journal: { maxEvents: 4, holdMs: HOLD_MS } },
+  });
+  const sessionId = await rawSession(gateway.url);
+  const streams = rawStreams(t);
+  const get = await streams.open(gateway.url, sessionId);
+  await (await post(gateway.url, toolCallBody('emit', { count: 1, intervalMs: 1, stream: 'get' }), { 'mcp-session-id': sessionId })).text();
+  const getCursor = (await get.events.until(1))[0]!.id!;
+
+  const call = await wireOpen(gateway.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, 'mcp-protocol-version': PROTOCOL_VERSION, 'mcp-session-id': sessionId },
+    body: toolCallBody('emit', { count: 6, intervalMs: 20, stream: 'request' }, 77),
+    timeoutMs: 10_000,
+  });
+  if (call.kind !== 'stream') throw new Error(`the call answered ${call.response.status}`);
+  t.ok(await call.stream.until(() => call.stream.events.length >= 1, 10_000), 'the call\'s first event');
+  const callCursor = call.stream.events[0]!.id!;
+  call.stream.close();
+  get.close();
+  // Held (J2): the call's five other events and its response, past the window of 4.
+  const explain = `${gateway.adminUrl}/debug/explain?cursor=${encodeURIComponent(callCursor)}&session=${encodeURIComponent(sessionId)}`;
+  await waitFor('the call and its response journaled', bound(6 * 20), async () => ((await (await fetch(explain)).json()) as Explanation).incarnation?.record?.pendingCalls === 0);
+  await waitFor('the GET stream held', bound(1000), async () => (await metricValue(gateway.registry, 'mcp_gateway_held_streams')) === 1);
+
+  const resumed = await streams.open(gateway.url, sessionId, callCursor);
+  t.equal(resumed.headers['mcp-resumption'], 'new-stream');
+  t.equal(resumed.headers['mcp-resumption-reason'], 'gap', 'the call\'s cursor is below the window');
+  await resumed.ended;
+  const events = resumed.events.items;
+  t.equal(events.length, 2, 'the signal and the response, then the end');
+  t.match(JSON.parse(events[0]!.data), { method: 'notifications/gateway/stream_reset', params: { reason: 'gap', lastEventId: callCursor } });
+  t.match(JSON.parse(events[1]!.data), { id: 77, result: { content: [{ text: 'emitted 6 on request stream' }] } }, 'the journaled response (J4)');
+
+  const again = await streams.open(gateway.url, sessionId, getCursor);
+  t.equal(again.headers['mcp-resumption'], 'continued', 'the GET stream was not superseded by the call\'s signal');
+  t.equal(again.headers['mcp-resumption-reason'], undefined);
+  again.close();
 });
 
 t.test('journal off: events without ids stay without, nothing is held, and the owner replays as before', async (t) => {

@@ -37,7 +37,7 @@ t.test('1 session_unknown: no session, expired, or ended by DELETE: 404', async 
 });
 
 t.test('2 foreign_cursor', async (t) => {
-  t.same(decide(facts({ cursor: foreign, view: null })), { kind: 'new_stream', reason: 'foreign_cursor', session, sessionAlive: true, pending: [] });
+  t.same(decide(facts({ cursor: foreign, view: null })), { kind: 'new_stream', reason: 'foreign_cursor', session, freshGet: true, pending: [] });
   t.same(decide(facts({ session: lost, cursor: foreign, view: null })), { kind: 'not_found', reason: 'foreign_cursor' }, 'a lost session: 404 here');
   t.same(decide(facts({ ownerGone: true, cursor: foreign, view: null })), { kind: 'not_found', reason: 'foreign_cursor' }, 'owner gone: 404 here');
 });
@@ -51,7 +51,7 @@ t.test('4 unknown_stream: incarnation or position not recorded', async (t) => {
   t.match(decide(facts({ view: null })), { kind: 'new_stream', reason: 'unknown_stream' });
   t.match(decide(facts({ view: { ...view, at: undefined, after: [] } })), { kind: 'new_stream', reason: 'unknown_stream' }, 'position trimmed');
   t.match(decide(facts({ cursor: { kind: 'ok', fields: { incarnation: record.id, seq: 9 } } })), { kind: 'new_stream', reason: 'unknown_stream' }, 'beyond the head');
-  t.match(decide(facts({ session: lost, view: null })), { kind: 'new_stream', reason: 'unknown_stream', sessionAlive: false }, "a lost session's own cursor goes on to 4");
+  t.match(decide(facts({ session: lost, view: null })), { kind: 'new_stream', reason: 'unknown_stream', freshGet: false }, "a lost session's own cursor goes on to 4");
 });
 
 t.test('5 superseded: a newer GET incarnation exists', async (t) => {
@@ -65,8 +65,8 @@ t.test('5 superseded: a newer GET incarnation exists', async (t) => {
 });
 
 t.test('6 owner_gone: the owner is gone or the session ended with it', async (t) => {
-  t.match(decide(facts({ ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
-  t.match(decide(facts({ session: lost })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
+  t.match(decide(facts({ ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone', freshGet: false });
+  t.match(decide(facts({ session: lost })), { kind: 'new_stream', reason: 'owner_gone', freshGet: false });
   t.match(decide(facts({ session: lost, view: { ...view, record: postRecord } })), { reason: 'owner_gone', pending: [7, 'a'] }, 'pending requests of a POST stream are named');
   t.match(decide(facts({ ownerGone: true, view: { ...view, at: null } })), { reason: 'owner_gone' }, 'before gap');
 });
@@ -77,21 +77,21 @@ t.test('a suspected owner: 503, after every check that needs no owner', async (t
 });
 
 t.test('7 gap, where no replay can be asked for', async (t) => {
-  t.match(decide(facts({ view: { ...view, at: null } })), { kind: 'new_stream', reason: 'gap', sessionAlive: true }, 'the cursor is a signal event the gateway made');
+  t.match(decide(facts({ view: { ...view, at: null } })), { kind: 'new_stream', reason: 'gap', freshGet: true }, 'the cursor is a signal event the gateway made');
   t.match(decide(facts({ view: { ...view, after: ['u4', null] } })), { reason: 'gap' }, 'a gateway event after the cursor');
   t.match(decide(facts({ view: { ...view, record: { ...record, state: 'closed' } } })), { reason: 'gap' }, 'a closed stream before its end');
 });
 
 t.test('7 gap, where the owner was asked and did not replay exactly', async (t) => {
-  t.match(decide(facts({ replayFailed: true })), { kind: 'new_stream', reason: 'gap', sessionAlive: true, pending: [] });
+  t.match(decide(facts({ replayFailed: true })), { kind: 'new_stream', reason: 'gap', freshGet: true, pending: [] });
   t.match(decide(facts({ replayFailed: true, view: { ...view, record: postRecord } })), { reason: 'gap', pending: [7, 'a'] }, 'pending requests named');
   t.match(decide(facts({ replayFailed: true, ownerGone: true })), { reason: 'owner_gone' }, 'owner_gone first');
 });
 
 t.test('what carrying a decision out learns is decided by the same rule', async (t) => {
   // The owner refused the connection, or answered 404 for the session: it is gone for this session.
-  t.match(decide(facts({ ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
-  t.match(decide(facts({ session: lost })), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false });
+  t.match(decide(facts({ ownerGone: true })), { kind: 'new_stream', reason: 'owner_gone', freshGet: false });
+  t.match(decide(facts({ session: lost })), { kind: 'new_stream', reason: 'owner_gone', freshGet: false });
   // The attach read the incarnation again: whatever changed since the first read decides.
   t.match(decide(facts({ view: { ...view, at: undefined, after: [] } })), { reason: 'unknown_stream' }, 'trimmed meanwhile');
   t.match(decide(facts({ view: { ...view, after: ['u4', null] } })), { reason: 'gap' }, 'the gateway wrote an event meanwhile');
@@ -176,7 +176,7 @@ t.test('J4: a POST stream’s journal survives its owner', async (t) => {
 
 t.test('J5: below the journal window is a gap, after superseded and owner_gone', async (t) => {
   const below: IncarnationView = { ...noLog, at: undefined, after: [] };
-  t.match(decide(journal({ view: below })), { kind: 'new_stream', reason: 'gap', sessionAlive: true });
+  t.match(decide(journal({ view: below })), { kind: 'new_stream', reason: 'gap', freshGet: true });
   t.match(decide(journal({ view: { ...below, currentGet: 'inc-newer-0000001' } })), { reason: 'superseded' });
   t.match(decide(journal({ view: below, ownerGone: true })), { reason: 'owner_gone' });
   t.match(decide(journal({ view: withRecord(below, { journaled: false }) })), { reason: 'unknown_stream' }, 'not journaled: as without the journal');
@@ -187,6 +187,10 @@ t.test('J5: below the journal window is a gap, after superseded and owner_gone',
 t.test('J4 after a gap: a journaled POST stream hands over the responses its journal still holds', async (t) => {
   const below: IncarnationView = { ...withRecord(noLog, { kind: 'post', pending: [], base: 10, head: 12 }), at: undefined, after: [] };
   t.match(decide(journal({ view: below })), { kind: 'new_stream', reason: 'gap', pending: [], responses: { incarnation: record.id, after: 9 } }, 'from the window’s first event');
+  // Its calls settle with their responses, and the stream ends: a fresh GET would supersede the
+  // session's own GET stream, which its client may be resuming at the same moment.
+  t.match(decide(journal({ view: below })), { freshGet: false }, 'no fresh GET after a POST stream’s responses');
+  t.match(decide(facts({ view: withRecord(view, { kind: 'post', pending: [] }), replayFailed: true })), { reason: 'gap', freshGet: false }, 'journal off: none either');
   t.match(decide(journal({ view: below, ownerGone: true })), { reason: 'owner_gone', responses: { after: 9 } }, 'the owner gone too');
   t.notOk('responses' in decide(facts({ view: withRecord(below, {}) })), 'journal off: none');
   t.notOk('responses' in decide(journal({ view: withRecord(below, { journaled: false }) })), 'not journaled: none');
@@ -206,7 +210,7 @@ t.test('J5 and J4: a call still running, its cursor below the window: a gap, the
   const below: IncarnationView = { ...withRecord(noLog, { kind: 'post', pending: [7], base: 10, head: 12 }), at: undefined, after: [] };
   t.same(
     decide(journal({ view: below })),
-    { kind: 'new_stream', reason: 'gap', session, pending: [], sessionAlive: true, follow: { record: below.record, seq: 9 } },
+    { kind: 'new_stream', reason: 'gap', session, pending: [], freshGet: false, follow: { record: below.record, seq: 9 } },
     'the pump lives: no -32010, the journal from its window on, then live',
   );
   t.match(decide(journal({ view: withRecord(below, dead) })), { reason: 'gap', pending: [7], responses: { after: 9 } }, 'the pump gone: -32010 unless journaled');

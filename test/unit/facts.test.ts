@@ -78,7 +78,7 @@ t.test('a lease that lapsed, was released, or is this instance’s for a stream 
     const facts = await gatherFacts(cursor, reader({ session, view }).read, dead.fleet, context({ endedHere: () => endedHere }));
     t.equal(facts.ownerGone, true, `${name}: a dead owner is found gone`);
     t.equal(facts.pumpEnded, endedHere, `${name}: pumpEnded as this instance knows it`);
-    t.match(decide(facts), { kind: 'new_stream', reason: 'owner_gone', sessionAlive: false }, `${name}: owner_gone, not a gap nor the journal`);
+    t.match(decide(facts), { kind: 'new_stream', reason: 'owner_gone', freshGet: false }, `${name}: owner_gone, not a gap nor the journal`);
 
     const alive = await fleetOf(t, 'alive');
     const up = await gatherFacts(cursor, reader({ session, view }).read, alive.fleet, context({ endedHere: () => endedHere }));
