@@ -8,7 +8,9 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Pool, type Dispatcher } from 'undici';
+import type { Pool } from 'undici';
+import { runFleetJob, type FleetJob } from './fleet-load.js';
+import { headers, initialize, jsonRpc, mapLimit, pools, PROTOCOL_VERSION } from './lib/mcp-session.js';
 import { SseBlocks } from './lib/sse-blocks.js';
 import { percentile } from './lib/stats.js';
 
@@ -18,7 +20,8 @@ export type Job =
   | { kind: 'idle-sessions'; url: string; count: number; concurrency: number }
   | { kind: 'idle-streams'; concurrency: number }
   | { kind: 'idle-close' }
-  | { kind: 'resume'; url: string; events: number; reps: number; timeoutMs: number };
+  | { kind: 'resume'; url: string; events: number; reps: number; timeoutMs: number }
+  | FleetJob;
 
 export interface RpcResult {
   requests: number;
@@ -54,47 +57,7 @@ export interface ResumeResult {
   firstError?: string;
 }
 
-const PROTOCOL_VERSION = '2025-06-18';
-const ACCEPT_BOTH = 'application/json, text/event-stream';
 const DATA_FIELD = Buffer.from('data:');
-
-function jsonRpc(id: number | undefined, method: string, params: unknown): string {
-  return JSON.stringify(id === undefined ? { jsonrpc: '2.0', method, params } : { jsonrpc: '2.0', id, method, params });
-}
-
-const INITIALIZE = jsonRpc(0, 'initialize', {
-  protocolVersion: PROTOCOL_VERSION,
-  capabilities: {},
-  clientInfo: { name: 'gateway-bench', version: '1' },
-});
-const INITIALIZED = jsonRpc(undefined, 'notifications/initialized', {});
-
-function pools(url: string, connections: number): { pool: Pool; path: string } {
-  const u = new URL(url);
-  // No pipelining: one request per connection at a time, as MCP clients send them.
-  return { pool: new Pool(u.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 }), path: u.pathname };
-}
-
-function headers(session?: string, extra: Record<string, string> = {}): Record<string, string> {
-  const h: Record<string, string> = { 'content-type': 'application/json', accept: ACCEPT_BOTH, ...extra };
-  if (session !== undefined) {
-    h['mcp-session-id'] = session;
-    h['mcp-protocol-version'] = PROTOCOL_VERSION;
-  }
-  return h;
-}
-
-/** initialize + notifications/initialized; resolves with the session id. */
-async function initialize(pool: Dispatcher, path: string): Promise<string> {
-  const res = await pool.request({ path, method: 'POST', headers: headers(), body: INITIALIZE });
-  await res.body.text();
-  const session = res.headers['mcp-session-id'];
-  if (res.statusCode !== 200 || typeof session !== 'string') throw new Error(`initialize answered ${res.statusCode}`);
-  const note = await pool.request({ path, method: 'POST', headers: headers(session), body: INITIALIZED });
-  await note.body.text();
-  return session;
-}
-
 
 function cpuSeconds(): number {
   const { user, system } = process.cpuUsage();
@@ -215,14 +178,6 @@ async function flood(job: Extract<Job, { kind: 'flood' }>): Promise<FloodResult>
 
 /** What the idle-streams jobs hold between calls. */
 const idle: { pool?: Pool; path?: string; sessions: string[]; aborts: AbortController[] } = { sessions: [], aborts: [] };
-
-async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    for (let i = next++; i < items.length; i = next++) await fn(items[i]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-}
 
 async function idleSessions(job: Extract<Job, { kind: 'idle-sessions' }>): Promise<IdleResult> {
   // One connection per stream, plus the ones that create the sessions.
@@ -388,6 +343,8 @@ async function run(job: Job): Promise<unknown> {
       return idleClose();
     case 'resume':
       return resume(job);
+    default:
+      return runFleetJob(job);
   }
 }
 

@@ -5,7 +5,10 @@
  *
  *   node build/bench/run.js            quick (npm run bench, a few minutes at most)
  *   node build/bench/run.js --full     longer windows, 10,000 idle streams, the SDK replica under load
- *   options: --only rpc,sse,idle,resume,rpc-sdk   --targets direct,nginx,haproxy,node-floor,gateway-memory,gateway-redis,gateway-redis-journal
+ *   options: --only open-loop,streams,idle,rpc,rpc-sdk,sse,resume   --targets direct,nginx,haproxy,node-floor,gateway-memory,gateway-redis,gateway-redis-journal
+ *            --rate N --sessions N (open-loop: calls/s offered over that many sessions)
+ *            --paced-streams N --events-rate N --instances N (streams: N GET streams at that rate each,
+ *              through N instances of a gateway on Redis; the storm reconnects each onto the next)
  *            --duration MS (rpc and sse windows)  --warmup MS (before each window)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
@@ -28,6 +31,7 @@ import { LoadClient } from './lib/client.js';
 import { runIfMain } from './lib/main.js';
 import { openFilesLimit } from './lib/procs.js';
 import { ensureTools, kindOf, makeScratch, PROXY_KINDS, REDIS_KINDS, removeDir, startFastUpstream, startRedis, startSdkReplica, type ProxyKind, type RedisServer, type TargetName, type Upstream, type Variant } from './lib/targets.js';
+import { openLoopWorkload, streamsWorkload } from './lib/fleet-workloads.js';
 import { idleWorkload, resumeWorkload, rpcWorkload, sseWorkload, WORKLOADS, type Context, type Row, type WorkloadName } from './lib/workloads.js';
 
 export interface BenchOptions {
@@ -42,6 +46,13 @@ export interface BenchOptions {
   idleStreams: number;
   resumeEvents: number;
   resumeReps: number;
+  /** open-loop: tools/call offered per second, over this many sessions. */
+  rate: number;
+  sessions: number;
+  /** streams: GET streams, events per second on each, gateway instances on Redis. */
+  pacedStreams: number;
+  eventsRate: number;
+  instances: number;
   gatewayLog: string;
   upstreamWorkers: number;
   /**
@@ -60,6 +71,8 @@ export interface ReportRow extends Row {
   vsDirect?: number;
   vsNginx?: number;
   vsHaproxy?: number;
+  /** The Node.js floor's (bench/floor.ts): what any Node.js proxy pays on this machine. */
+  vsFloor?: number;
   /** The journal's rows: the same metric of the same gateway and store with the journal off. */
   vsJournalOff?: number;
 }
@@ -76,15 +89,20 @@ export function presetOptions(mode: 'quick' | 'full'): BenchOptions {
   const quick = mode === 'quick';
   return {
     mode,
-    workloads: quick ? ['rpc', 'sse', 'idle', 'resume'] : WORKLOADS,
+    workloads: quick ? ['open-loop', 'streams', 'idle'] : WORKLOADS,
     targets: PROXY_KINDS,
     variants: new Map(),
     concurrency: 32,
     warmupMs: quick ? 1000 : 3000,
     durationMs: quick ? 4000 : 20_000,
-    idleStreams: quick ? 1000 : 10_000,
+    idleStreams: quick ? 2000 : 10_000,
     resumeEvents: 100,
     resumeReps: quick ? 10 : 50,
+    rate: 2000,
+    sessions: 200,
+    pacedStreams: 2000,
+    eventsRate: 5,
+    instances: 2,
     gatewayLog: 'warn',
     upstreamWorkers: 1,
     rounds: 1,
@@ -121,13 +139,14 @@ export function mergeRounds(rounds: readonly (readonly Row[])[]): Row[] {
 }
 
 /** Metrics for which a ratio to another target means nothing. */
-const NO_RATIO = new Set(['loadgen_cpu_share', 'upstream_cpu_share', 'streams_open', 'failed']);
+const NO_RATIO = new Set(['loadgen_cpu_share', 'upstream_cpu_share', 'streams_open', 'failed', 'lost', 'repeated', 'streams', 'retried_after_503']);
 
 function withRatios(rows: readonly Row[]): ReportRow[] {
   const find = (r: Row, target: TargetName) => rows.find((b) => b.workload === r.workload && b.metric === r.metric && b.target === target);
   return rows.map((r) => {
     const out: ReportRow = { ...r };
-    if (NO_RATIO.has(r.metric)) return out;
+    // Differences to direct or the floor are already comparisons.
+    if (NO_RATIO.has(r.metric) || r.metric.startsWith('added_') || r.metric.startsWith('over_floor_')) return out;
     const ratio = (target: ProxyKind) => {
       const base = find(r, target);
       if (!base || base === r || !(base.value > 0) || !Number.isFinite(r.value)) return undefined;
@@ -136,10 +155,12 @@ function withRatios(rows: readonly Row[]): ReportRow[] {
     const d = ratio('direct');
     const n = ratio('nginx');
     const h = ratio('haproxy');
+    const f = ratio('node-floor');
     const j = r.target === 'gateway-redis-journal' ? ratio('gateway-redis') : undefined;
     if (d !== undefined) out.vsDirect = d;
     if (n !== undefined) out.vsNginx = n;
     if (h !== undefined) out.vsHaproxy = h;
+    if (f !== undefined) out.vsFloor = f;
     if (j !== undefined) out.vsJournalOff = j;
     return out;
   });
@@ -157,8 +178,8 @@ function fmt(value: number | undefined): string {
 }
 
 export function formatTable(rows: readonly ReportRow[]): string {
-  const header = ['workload', 'target', 'metric', 'value', 'x direct', 'x nginx', 'x haproxy', 'x journal off', 'note'];
-  const cells = rows.map((r) => [r.workload, r.target, r.metric, fmt(r.value), fmt(r.vsDirect), fmt(r.vsNginx), fmt(r.vsHaproxy), fmt(r.vsJournalOff), r.note ?? '']);
+  const header = ['workload', 'target', 'metric', 'value', 'x direct', 'x nginx', 'x haproxy', 'x floor', 'x journal off', 'note'];
+  const cells = rows.map((r) => [r.workload, r.target, r.metric, fmt(r.value), fmt(r.vsDirect), fmt(r.vsNginx), fmt(r.vsHaproxy), fmt(r.vsFloor), fmt(r.vsJournalOff), r.note ?? '']);
   const note = header.length - 1;
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => (i === note ? 0 : c[i]!.length))));
   const line = (c: string[]) =>
@@ -213,13 +234,13 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(redis ? { redisUrl: redis.url } : {}),
         gatewayLog: opts.gatewayLog,
         ...(opts.gatewayCpuProfDir ? { gatewayCpuProfDir: opts.gatewayCpuProfDir } : {}),
-        // Every open stream holds one connection to its replica.
-        gatewayConnections: Math.max(1024, idleStreams + 256),
+        // Every open stream holds one connection to its replica, within the stream budget.
+        gatewayConnections: Math.max(1024, idleStreams + 256, opts.pacedStreams + 256),
         variants: opts.variants,
         openFiles,
       },
     };
-    const needsFast = opts.workloads.some((w) => w === 'rpc' || w === 'sse' || w === 'idle');
+    const needsFast = opts.workloads.some((w) => w === 'rpc' || w === 'sse' || w === 'idle' || w === 'open-loop' || w === 'streams');
     const needsSdk = opts.workloads.some((w) => w === 'rpc-sdk' || w === 'resume');
     const fast = needsFast ? await startFastUpstream(opts.upstreamWorkers) : undefined;
     const sdk = needsSdk ? await startSdkReplica() : undefined;
@@ -238,6 +259,17 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
           return idleWorkload(ctx, targets, fast!, { streams: idleStreams, ...(capNote ? { capNote } : {}) });
         case 'resume':
           return resumeWorkload(ctx, targets, sdk!, { events: opts.resumeEvents, reps: opts.resumeReps });
+        case 'open-loop':
+          return openLoopWorkload(ctx, targets, fast!, { sessions: opts.sessions, rate: opts.rate, sseShare: 0.1, progress: 3, warmupMs: opts.warmupMs, durationMs: opts.durationMs });
+        case 'streams':
+          return streamsWorkload(ctx, targets, fast!, {
+            streams: opts.pacedStreams,
+            rate: opts.eventsRate,
+            warmupMs: opts.warmupMs,
+            durationMs: opts.durationMs,
+            instances: opts.instances,
+            stormTimeoutMs: 30_000,
+          });
       }
     };
     for (const workload of opts.workloads) {
@@ -297,6 +329,11 @@ async function main(): Promise<void> {
       'gateway-cpu-prof': { type: 'string' },
       rounds: { type: 'string' },
       variant: { type: 'string', multiple: true },
+      rate: { type: 'string' },
+      sessions: { type: 'string' },
+      'paced-streams': { type: 'string' },
+      'events-rate': { type: 'string' },
+      instances: { type: 'string' },
     },
   });
   const opts = presetOptions(values.full ? 'full' : 'quick');
@@ -322,6 +359,11 @@ async function main(): Promise<void> {
     idleStreams: num(values.streams, 'streams'),
     upstreamWorkers: num(values['upstream-workers'], 'upstream-workers'),
     rounds: num(values.rounds, 'rounds'),
+    rate: num(values.rate, 'rate'),
+    sessions: num(values.sessions, 'sessions'),
+    pacedStreams: num(values['paced-streams'], 'paced-streams'),
+    eventsRate: num(values['events-rate'], 'events-rate'),
+    instances: num(values.instances, 'instances'),
     outDir: values.out,
     gatewayLog: values['gateway-log'],
     gatewayCpuProfDir: values['gateway-cpu-prof'] === undefined ? undefined : resolve(values['gateway-cpu-prof']),

@@ -7,9 +7,13 @@
  * prints one JSON line `{"event":"listening","port":...}` on stdout once every worker listens.
  *
  * - POST without Mcp-Session-Id (initialize): JSON result with a new `Mcp-Session-Id`.
- * - POST with one: JSON-RPC requests get a small JSON result with their id; notifications 202.
+ * - POST with one: JSON-RPC requests get a small JSON result with their id; notifications 202. A
+ *   request whose arguments hold `"progress":N` is answered as an SSE stream instead: N progress
+ *   notifications, then the result (a slow tool's call).
  * - GET with one: an SSE stream. `X-Bench-Sse: flood` writes small events with ids as fast as the
- *   socket takes them; anything else keeps the stream open and silent (idle).
+ *   socket takes them; `X-Bench-Sse: paced-R` writes R events a second, each with its id (1, 2, ...
+ *   per stream) and the time it was written (`"t"`: ms since the epoch, to the µs, read on this
+ *   machine's one clock); anything else keeps the stream open and silent (idle).
  * - GET without one: 400, as an SDK server answers (the gateway's health probe sees it alive).
  * - DELETE: 200.
  * Sessions are not remembered: any worker of a cluster serves any session.
@@ -65,7 +69,65 @@ async function post(req: IncomingMessage, res: ServerResponse): Promise<void> {
     res.writeHead(202).end();
     return;
   }
+  const progress = /"progress":(\d+)/.exec(body);
+  if (progress) return progressStream(res, id, Number(progress[1]));
   json(res, 200, `{"jsonrpc":"2.0","id":${id},"result":${CALL_RESULT}}`);
+}
+
+/** A call answered on its own SSE stream: `steps` progress notifications a millisecond apart, then its result. */
+function progressStream(res: ServerResponse, id: string, steps: number): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.flushHeaders();
+  let step = 0;
+  const next = () => {
+    if (res.destroyed) return;
+    if (step++ < steps) {
+      res.write(`event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":${id},"progress":${step},"total":${steps}}}\n\n`);
+      setTimeout(next, 1);
+      return;
+    }
+    res.end(`event: message\ndata: {"jsonrpc":"2.0","id":${id},"result":${CALL_RESULT}}\n\n`);
+  };
+  next();
+}
+
+/** Milliseconds since the epoch to the microsecond: comparable between processes of one machine. */
+export function stamp(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/** Paced event `seq` of a stream, stamped with when it was written. */
+export function pacedEvent(seq: number): string {
+  return `id: ${seq}\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq},"t":${stamp().toFixed(3)}}}}\n\n`;
+}
+
+/**
+ * Paced streams: one timer for all of them (thousands of streams, each with its own timer, would
+ * measure the timers), each stream due every 1000/rate ms from a phase of its own, so that the
+ * events of many streams arrive spread over time, as a fleet's do.
+ */
+const PACE_TICK_MS = 5;
+const paced = new Set<{ res: ServerResponse; seq: number; every: number; due: number }>();
+let pacer: NodeJS.Timeout | undefined;
+
+function pace(res: ServerResponse, rate: number): void {
+  const every = 1000 / rate;
+  const stream = { res, seq: 0, every, due: performance.now() + Math.random() * every };
+  paced.add(stream);
+  res.once('close', () => paced.delete(stream));
+  pacer ??= setInterval(() => {
+    const now = performance.now();
+    for (const s of paced) {
+      if (s.due > now) continue;
+      // A stream late by more than one period (a stalled machine) catches up one event per tick.
+      s.due = Math.max(s.due + s.every, now - s.every);
+      s.res.write(pacedEvent(++s.seq));
+    }
+    if (paced.size === 0) {
+      clearInterval(pacer);
+      pacer = undefined;
+    }
+  }, PACE_TICK_MS);
 }
 
 /** The flood's event `seq`, as written: an id line and a JSON-RPC notification. */
@@ -101,7 +163,9 @@ function get(req: IncomingMessage, res: ServerResponse, options: UpstreamOptions
   if (typeof session !== 'string') return json(res, 400, BAD_REQUEST);
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   res.flushHeaders();
-  if (req.headers['x-bench-sse'] === 'flood') flood(res);
+  const mode = req.headers['x-bench-sse'];
+  if (mode === 'flood') flood(res);
+  else if (typeof mode === 'string' && mode.startsWith('paced-')) pace(res, Number(mode.slice('paced-'.length)));
   else options.onStream?.(res, session);
 }
 

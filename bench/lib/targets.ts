@@ -227,7 +227,8 @@ async function startGateway(kind: GatewayKind, name: TargetName, variant: Varian
     path: '/mcp',
     store: redis ? { type: 'redis', url: opts.redisUrl } : { type: 'memory' },
     replicas: opts.upstreams.map((u, i) => ({ id: `u${i + 1}`, url: u.url })),
-    upstream: { connections: opts.gatewayConnections },
+    // The stream budget (upstream.maxStreams) raised with the connections for thousands of streams.
+    upstream: { connections: 1024, maxStreams: Math.max(4096, opts.gatewayConnections) },
     resumption: { journal: { enabled: kind === 'gateway-redis-journal' } },
     log: { level: opts.gatewayLog },
   }, variant.config ?? {});

@@ -9,8 +9,12 @@ import type { LoadClient } from './client.js';
 import { treeCpuSeconds, treeRssBytes } from './procs.js';
 import { kindOf, REDIS_KINDS, startTarget, type ProxyOptions, type RedisServer, type Target, type TargetName, type Upstream } from './targets.js';
 
-export type WorkloadName = 'rpc' | 'rpc-sdk' | 'sse' | 'idle' | 'resume';
-export const WORKLOADS: readonly WorkloadName[] = ['rpc', 'rpc-sdk', 'sse', 'idle', 'resume'];
+/**
+ * open-loop, streams (with the storm) and idle are the work MCP fleets do (the quick run's); rpc
+ * (closed loop), sse (one flooding stream), rpc-sdk and resume measure single paths.
+ */
+export type WorkloadName = 'open-loop' | 'streams' | 'idle' | 'rpc' | 'rpc-sdk' | 'sse' | 'resume';
+export const WORKLOADS: readonly WorkloadName[] = ['open-loop', 'streams', 'idle', 'rpc', 'rpc-sdk', 'sse', 'resume'];
 
 export interface Row {
   workload: string;
@@ -50,7 +54,7 @@ async function countsBy(metricsUrl: string | undefined, metric: string, label: s
   return counts;
 }
 
-async function sample(ctx: Context, target: Target, upstream: Upstream): Promise<Sample> {
+export async function sample(ctx: Context, target: Target, upstream: Upstream): Promise<Sample> {
   const onRedis = REDIS_KINDS.includes(kindOf(target.kind)) && ctx.redis !== undefined;
   const [proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, ops] = await Promise.all([
     target.pid === undefined ? 0 : treeCpuSeconds(target.pid),
@@ -89,7 +93,7 @@ function breakdown(counts: Map<string, number>, per: number): string {
 }
 
 /** Runs `body` with samples taken at the marks the load generator sends. */
-async function measured<R>(ctx: Context, target: Target, upstream: Upstream, body: (onMark: (which: 'start' | 'end') => void) => Promise<R>) {
+export async function measured<R>(ctx: Context, target: Target, upstream: Upstream, body: (onMark: (which: 'start' | 'end') => void) => Promise<R>) {
   const marks: Partial<Record<'start' | 'end', Promise<Sample>>> = {};
   const result = await body((which) => {
     marks[which] = sample(ctx, target, upstream);
@@ -100,7 +104,7 @@ async function measured<R>(ctx: Context, target: Target, upstream: Upstream, bod
 }
 
 /** Store cost rows of one window: Redis commands (INFO commandstats) and the gateway's store ops. */
-function storeRows(workload: string, target: Target, unit: string, per: number, start: Sample, end: Sample): Row[] {
+export function storeRows(workload: string, target: Target, unit: string, per: number, start: Sample, end: Sample): Row[] {
   const rows: Row[] = [];
   if (per <= 0) return rows;
   const redis = delta(start.redis, end.redis);
@@ -110,7 +114,7 @@ function storeRows(workload: string, target: Target, unit: string, per: number, 
   return rows;
 }
 
-async function eachTarget(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, workload: string, fn: (target: Target) => Promise<Row[]>): Promise<Row[]> {
+export async function eachTarget(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, workload: string, fn: (target: Target) => Promise<Row[]>): Promise<Row[]> {
   const rows: Row[] = [];
   for (const kind of kinds) {
     let target: Target | undefined;
@@ -198,7 +202,7 @@ export interface IdleSettings {
 }
 
 /** Waits until the RSS of `pid` changes by less than 1 % over 500 ms (at most 5 s), then reads it. */
-async function settledRss(pid: number): Promise<number> {
+export async function settledRss(pid: number): Promise<number> {
   let last = await treeRssBytes(pid);
   for (let i = 0; i < 10; i++) {
     await delay(500);

@@ -40,3 +40,41 @@ t.test('a one-second rpc run gives finite positive figures and a JSON file', asy
   const doc = JSON.parse(await readFile(result.file, 'utf8')) as { rows: unknown[] };
   t.same(doc.rows.length, result.rows.length, 'the JSON holds every row of the table');
 });
+
+t.test('the fleet workloads run end to end: open-loop calls, paced streams through two instances on Redis, their storm', async (t) => {
+  const outDir = await mkdtemp(join(tmpdir(), 'gw-bench-smoke-'));
+  t.teardown(() => rm(outDir, { recursive: true, force: true }));
+  const targets = ['direct', 'gateway-memory', 'gateway-redis-journal'] as const;
+  const result = await runBench({
+    ...presetOptions('quick'),
+    mode: 'custom',
+    workloads: ['open-loop', 'streams'],
+    targets,
+    rate: 100,
+    sessions: 10,
+    pacedStreams: 20,
+    eventsRate: 5,
+    warmupMs: 300,
+    durationMs: 1500,
+    outDir,
+    log: () => undefined,
+  });
+  const row = (workload: string, target: string, metric: string) => result.rows.find((r) => r.workload === workload && r.target === target && r.metric === metric);
+  t.notOk(result.rows.some((r) => r.metric === 'failed'), `no target failed ${JSON.stringify(result.rows.filter((r) => r.metric === 'failed'))}`);
+  for (const target of targets) {
+    for (const metric of ['calls_per_s', 'p50_ms', 'p99_ms']) {
+      const r = row('open-loop', target, metric);
+      t.ok(r !== undefined && Number.isFinite(r.value) && r.value > 0, `open-loop ${target} ${metric} is a positive number (${r?.value})`);
+    }
+    t.equal(row('streams', target, 'streams_open')?.value, 20, `${target}: every stream opened`);
+    t.ok((row('streams', target, 'events_per_s')?.value ?? 0) > 0, `${target}: events arrived`);
+    t.equal(row('streams', target, 'lost')?.value, 0, `${target}: no event lost`);
+    t.equal(row('streams', target, 'repeated')?.value, 0, `${target}: none repeated`);
+  }
+  t.ok(row('open-loop', 'gateway-memory', 'added_p99_ms') !== undefined, 'the latency added over direct is reported');
+  t.ok((row('streams', 'gateway-redis-journal', 'proxy_and_redis_cpu_us_per_event')?.value ?? 0) > 0, 'the CPU per event counts both instances and Redis');
+  t.match(row('storm', 'gateway-redis-journal', 'streams'), { value: 20, note: '200 continued: 20' }, 'every stream continued through the other instance');
+  t.equal(row('storm', 'gateway-redis-journal', 'lost')?.value, 0, 'the storm lost nothing');
+  t.equal(row('storm', 'gateway-redis-journal', 'repeated')?.value, 0, 'and repeated nothing');
+  t.ok(Number.isFinite(row('storm', 'gateway-redis-journal', 'all_continued_ms')?.value), 'every stream had an event after the storm');
+});
