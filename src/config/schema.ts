@@ -136,6 +136,11 @@ export const ConfigSchema = Type.Object(
           'how long one store operation may take before the request that needs it gets 503',
           500,
         ),
+        autoPipelining: Type.Boolean({
+          default: false,
+          description:
+            'store operations issued in one turn of the event loop leave in one write to Redis (ioredis auto-pipelining) and their replies come back in one read: a reconnection storm of 1,000 streams was continued in about half the time and half the CPU, but the records of paced streams wait for their batch, which raised their p99 latency (docs/performance.md#auto-pipelining). Each operation keeps its own timeout; restart to change',
+        }),
         bindingCache: Type.Object(
           {
             maxEntries: Type.Integer({

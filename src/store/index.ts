@@ -23,6 +23,7 @@ export function createStore(config: Config['store'], logger: Logger): Store {
     keyPrefix: config.keyPrefix,
     connectTimeoutMs: config.connectTimeoutMs,
     commandTimeoutMs: config.commandTimeoutMs,
+    autoPipelining: config.autoPipelining,
     // The client retries forever; log each distinct failure once, not once per attempt.
     onError: (err) => {
       if (err.message === lastError) return;

@@ -29,7 +29,7 @@ t.test('a file with only replicas gets every default', async (t) => {
     admin: { host: '127.0.0.1', port: 9464 },
     path: '/mcp',
     workers: 1,
-    store: { type: 'memory', url: 'redis://127.0.0.1:6379', keyPrefix: 'mcpgw', connectTimeoutMs: 1000, commandTimeoutMs: 500, bindingCache: { maxEntries: 100_000 } },
+    store: { type: 'memory', url: 'redis://127.0.0.1:6379', keyPrefix: 'mcpgw', connectTimeoutMs: 1000, commandTimeoutMs: 500, autoPipelining: false, bindingCache: { maxEntries: 100_000 } },
     replicas: [{ id: 'r1', url: 'http://127.0.0.1:3001/mcp' }],
     balancer: 'round-robin',
     health: { intervalMs: 2000, timeoutMs: 1000, unhealthyThreshold: 3, healthyThreshold: 1, expectStatus: [] },

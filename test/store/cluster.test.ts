@@ -16,19 +16,22 @@ const COMMAND_TIMEOUT_MS = 250;
  */
 const CONTRACT_TIMEOUT_MS = 5_000;
 
-function makeStore(cluster: RedisCluster, timeoutMs?: number, keyPrefix = KEY_PREFIX): Store {
+function makeStore(cluster: RedisCluster, timeoutMs?: number, keyPrefix = KEY_PREFIX, autoPipelining = false): Store {
   return createRedisStore({
     url: 'redis://unused.invalid:6379',
     cluster: { nodes: cluster.urls },
     keyPrefix,
     connectTimeoutMs: timeoutMs ?? CONNECT_TIMEOUT_MS,
     commandTimeoutMs: timeoutMs ?? COMMAND_TIMEOUT_MS,
+    autoPipelining,
   });
 }
 
 const cluster = await startRedisCluster(t);
 
 storeContract(t, 'redis cluster', redisHarness((keyPrefix) => makeStore(cluster, CONTRACT_TIMEOUT_MS, keyPrefix)), { jobs: CONTRACT_JOBS });
+// store.autoPipelining: batched per node by the cluster; the contract holds the same.
+storeContract(t, 'redis cluster, auto-pipelined', redisHarness((keyPrefix) => makeStore(cluster, CONTRACT_TIMEOUT_MS, `${keyPrefix}p`, true)), { jobs: CONTRACT_JOBS });
 
 t.test('redis cluster: sessions spread over every master, and every script runs on one of them', async (t) => {
   // A script whose keys were in two slots would fail with CROSSSLOT on the node it was sent to;

@@ -26,13 +26,14 @@ const LONG_COMMAND_TIMEOUT_MS = 2 * SLACK_MS;
 /** Bounds waits for recovery; these are limits on failure, not expected durations. */
 const RECOVERY_DEADLINE_MS = bound(5_000);
 
-function makeStore(server: RedisServer, onError?: (err: Error) => void, commandTimeoutMs = COMMAND_TIMEOUT_MS, keyPrefix = KEY_PREFIX): Store {
+function makeStore(server: RedisServer, onError?: (err: Error) => void, commandTimeoutMs = COMMAND_TIMEOUT_MS, keyPrefix = KEY_PREFIX, autoPipelining = false): Store {
   return createRedisStore({
     url: server.url,
     keyPrefix,
     connectTimeoutMs: CONNECT_TIMEOUT_MS,
     commandTimeoutMs,
     onError,
+    autoPipelining,
   });
 }
 
@@ -65,6 +66,8 @@ const server = await startRedisServer(t);
 
 // The contract is about what the store does, not how fast: a timeout far above an event-loop stall.
 storeContract(t, 'redis', redisHarness((keyPrefix) => makeStore(server, undefined, LONG_COMMAND_TIMEOUT_MS, keyPrefix)), { jobs: CONTRACT_JOBS });
+// store.autoPipelining: the operations of one event-loop turn leave in one write; the contract holds the same.
+storeContract(t, 'redis, auto-pipelined', redisHarness((keyPrefix) => makeStore(server, undefined, LONG_COMMAND_TIMEOUT_MS, `${keyPrefix}p`, true)), { jobs: CONTRACT_JOBS });
 
 t.test('redis: PTTL follows idleTtlMs on bind and touch, and tombstoneTtlMs on end', async (t) => {
   await server.flushall();

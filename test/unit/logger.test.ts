@@ -44,7 +44,7 @@ t.test('secret keys are censored at any depth, bytes are never written, live obj
 t.test('known secrets and credentials are scrubbed from the line in every encoding', async (t) => {
   const secrets = new LogSecrets();
   const secret = 'a-cursor-secret-of-at-least-32-characters';
-  secrets.addConfig({ cursor: { secret }, store: { type: 'redis', url: 'redis://:p%40ssword1@h:6379', keyPrefix: 'k', connectTimeoutMs: 1, commandTimeoutMs: 1, bindingCache: { maxEntries: 1 } } });
+  secrets.addConfig({ cursor: { secret }, store: { type: 'redis', url: 'redis://:p%40ssword1@h:6379', keyPrefix: 'k', connectTimeoutMs: 1, commandTimeoutMs: 1, autoPipelining: false, bindingCache: { maxEntries: 1 } } });
   const { logger, lines } = capture(secrets);
   logger.info({ note: `${secret} ${Buffer.from(secret).toString('base64')} ${Buffer.from(secret).toString('hex')}` }, 'p@ssword1 and Bearer tok123 in the message');
   const line = lines.at(-1)!;

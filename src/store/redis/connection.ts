@@ -22,6 +22,8 @@ export interface ConnectionOptions {
   tls?: StoreTls | undefined;
   connectTimeoutMs: number;
   commandTimeoutMs: number;
+  /** Operations issued in one event-loop turn leave in one write (store.autoPipelining; never for a subscriber). */
+  autoPipelining?: boolean;
 }
 
 /** Reconnect forever, backing off to one second at most, so service comes back by itself. */
@@ -57,6 +59,8 @@ function resubscribe(role: ConnectionRole): Pick<RedisOptions, 'autoResubscribe'
 /** A client for the configured topology, every one with the same fail-fast settings. */
 export function connect(opts: ConnectionOptions, role: ConnectionRole = 'commands'): Redis | Cluster {
   const failFast = {
+    // Many streams' records issued in one turn: one write and one read instead of one each.
+    enableAutoPipelining: role === 'commands' && opts.autoPipelining === true,
     // A host that drops packets must not hold a connection attempt open: fail it and retry.
     connectTimeout: opts.connectTimeoutMs,
     // A blocked or paused Redis must become a fast 503, never a request that hangs (CONTRACT §7).
@@ -93,6 +97,8 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
         retryDelayOnFailover: 0,
         retryDelayOnClusterDown: 0,
         slotsRefreshTimeout: opts.connectTimeoutMs,
+        // Batched per node by the cluster itself (its nodes' own setting does not apply to it).
+        enableAutoPipelining: failFast.enableAutoPipelining,
         // Every script writes (reads extend TTLs): masters only.
         scaleReads: 'master',
         // SSUBSCRIBE goes to the shard of its channel's slot, and follows it after a failover.
