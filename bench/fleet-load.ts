@@ -73,12 +73,14 @@ export interface StormResult {
   allContinuedMs: number;
   /** ms from each reconnection's request to its response headers (a 503 and its retry: two). */
   decisionMs: Percentiles;
-  /** 503 answers, each retried after its Retry-After as a client does. */
+  /** 503 answers (each retried after its Retry-After) and connections reset or refused (after a second), as a client does. */
   unavailable: number;
   /** Streams with no event within the timeout after reconnecting. */
   silent: number;
   /** Events skipped or received twice by the streams continued (a new stream starts a new sequence). */
   lost: number;
+  /** stream_reset notifications since the cut: streams that could not go on, said so. */
+  signalled: number;
   repeated: number;
   /** The first stream that received an event twice: its answer, last seq before the cut, seqs after. */
   firstRepeat?: string;
@@ -174,6 +176,8 @@ interface Stream {
   firstAfterCut: number;
   /** Since the storm: the answer to its reconnection, its last seq before, and the seqs after (first few). */
   storm?: { answer: string; before: number; after: number[] };
+  /** The cursor each recent seq came with (the last 256), to tell a replayed event from one numbered twice. */
+  ids: Map<number, string>;
 }
 
 const fleet: {
@@ -181,9 +185,16 @@ const fleet: {
   streams: Stream[];
   lost: number;
   repeated: number;
-  firstRepeat?: Stream;
+  /** stream_reset notifications received (resumed: false), in the stream or as a new stream's first event. */
+  signalled: number;
+  /** The first event received twice, described. */
+  firstRepeat?: string;
   window: { latencies: number[]; events: number } | undefined;
+  /** performance.now() of the storm's cut. */
+  cutAt: number;
 } = {
+  cutAt: 0,
+  signalled: 0,
   urls: [],
   streams: [],
   lost: 0,
@@ -197,6 +208,14 @@ function onEvent(stream: Stream, block: string): void {
   let id: string | undefined;
   for (const line of block.split('\n')) if (line.startsWith('id:')) id = line.slice(line[3] === ' ' ? 4 : 3);
   if (id !== undefined) stream.lastId = id;
+  if (block.includes('notifications/gateway/stream_reset')) {
+    // The gateway says the stream could not go on (resumed: false): what follows is a fresh
+    // stream from the replica, a sequence of its own. Signalled, so neither lost nor repeated.
+    fleet.signalled++;
+    stream.lastSeq = 0;
+    stream.ids.clear();
+    return;
+  }
   const m = SEQ_AND_STAMP.exec(block);
   if (!m) return;
   const arrived = performance.now();
@@ -205,7 +224,15 @@ function onEvent(stream: Stream, block: string): void {
   if (stream.storm && stream.storm.after.length < 12) stream.storm.after.push(seq);
   if (seq <= stream.lastSeq) {
     fleet.repeated++;
-    fleet.firstRepeat ??= stream;
+    if (fleet.firstRepeat === undefined) {
+      const before = stream.ids.get(seq);
+      const storm = stream.storm ? `${stream.storm.answer}, last seq ${stream.storm.before} before the cut, then ${stream.storm.after.join(',')}; ` : '';
+      fleet.firstRepeat = `${storm}seq ${seq} again after ${stream.lastSeq}, ${(arrived - fleet.cutAt).toFixed(0)} ms after the cut, ${before === undefined ? 'first cursor unknown' : before === id ? 'under the same cursor' : `first under ${before}, now under ${id}`}`;
+    }
+  }
+  if (id !== undefined) {
+    stream.ids.set(seq, id);
+    stream.ids.delete(seq - 256);
   }
   else fleet.lost += seq - stream.lastSeq - 1;
   stream.lastSeq = Math.max(stream.lastSeq, seq);
@@ -264,7 +291,7 @@ async function streamsOpen(job: Extract<FleetJob, { kind: 'streams-open' }>): Pr
     const via = i % job.urls.length;
     try {
       const session = await initialize(pools[via]!, new URL(job.urls[via]!).pathname);
-      const stream: Stream = { session, via, req: undefined, buffer: '', lastId: undefined, lastSeq: 0, firstAfterCut: 0 };
+      const stream: Stream = { session, via, req: undefined, buffer: '', lastId: undefined, lastSeq: 0, firstAfterCut: 0, ids: new Map() };
       await connect(stream);
       fleet.streams.push(stream);
     } catch (err) {
@@ -297,6 +324,7 @@ async function streamsMeasure(job: Extract<FleetJob, { kind: 'streams-measure' }
  */
 async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): Promise<StormResult> {
   const lostBefore = fleet.lost;
+  const signalledBefore = fleet.signalled;
   const repeatedBefore = fleet.repeated;
   delete fleet.firstRepeat;
   for (const s of fleet.streams) {
@@ -307,6 +335,7 @@ async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): 
   }
   mark('start');
   const cutAt = performance.now();
+  fleet.cutAt = cutAt;
   const decisions: number[] = [];
   const outcomes: Record<string, number> = {};
   let unavailable = 0;
@@ -321,9 +350,11 @@ async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): 
           const sent = performance.now();
           const answer = await connect(s, s.lastId === undefined ? {} : { 'last-event-id': s.lastId }).then(
             (r) => r,
-            (err: Error & { retryAfter?: number }) => {
-              if (err.retryAfter === undefined || performance.now() - cutAt > job.timeoutMs) throw err;
-              return err;
+            (err: Error & { retryAfter?: number; code?: string }) => {
+              // A connection the listener's backlog refused or reset is tried again after a second.
+              const retry = err.retryAfter ?? (err.code === 'ECONNRESET' || err.code === 'ECONNREFUSED' ? 1 : undefined);
+              if (retry === undefined || performance.now() - cutAt > job.timeoutMs) throw err;
+              return Object.assign(err, { retryAfter: retry });
             },
           );
           decisions.push(performance.now() - sent);
@@ -339,7 +370,10 @@ async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): 
         outcomes[key] = (outcomes[key] ?? 0) + 1;
         s.storm = { answer: key, before, after: [] };
         // A new stream (signalled) is a fresh one from the replica: its events start a sequence of their own.
-        if (resumption === 'new-stream') s.lastSeq = 0;
+        if (resumption === 'new-stream') {
+          s.lastSeq = 0;
+          s.ids.clear();
+        }
       } catch (err) {
         const key = (err as Error).message;
         outcomes[key] = (outcomes[key] ?? 0) + 1;
@@ -363,10 +397,11 @@ async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): 
     unavailable,
     silent,
     lost: fleet.lost - lostBefore,
+    signalled: fleet.signalled - signalledBefore,
     repeated: fleet.repeated - repeatedBefore,
   };
-  const r = (fleet.firstRepeat as Stream | undefined)?.storm;
-  if (r) result.firstRepeat = `${r.answer}, last seq ${r.before} before the cut, then ${r.after.join(',')}`;
+  const first = fleet.firstRepeat as string | undefined;
+  if (first !== undefined) result.firstRepeat = first;
   if (firstError !== undefined) result.firstError = firstError;
   return result;
 }
@@ -377,6 +412,7 @@ function streamsClose(): StreamsOpenResult {
   fleet.streams = [];
   fleet.lost = 0;
   fleet.repeated = 0;
+  fleet.signalled = 0;
   return { opened, failed: 0 };
 }
 

@@ -139,7 +139,7 @@ export function mergeRounds(rounds: readonly (readonly Row[])[]): Row[] {
 }
 
 /** Metrics for which a ratio to another target means nothing. */
-const NO_RATIO = new Set(['loadgen_cpu_share', 'upstream_cpu_share', 'streams_open', 'failed', 'lost', 'repeated', 'streams', 'retried_after_503']);
+const NO_RATIO = new Set(['loadgen_cpu_share', 'upstream_cpu_share', 'streams_open', 'failed', 'lost', 'repeated', 'streams', 'retried', 'signalled']);
 
 function withRatios(rows: readonly Row[]): ReportRow[] {
   const find = (r: Row, target: TargetName) => rows.find((b) => b.workload === r.workload && b.metric === r.metric && b.target === target);

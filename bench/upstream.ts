@@ -11,9 +11,9 @@
  *   request whose arguments hold `"progress":N` is answered as an SSE stream instead: N progress
  *   notifications, then the result (a slow tool's call).
  * - GET with one: an SSE stream. `X-Bench-Sse: flood` writes small events with ids as fast as the
- *   socket takes them; `X-Bench-Sse: paced-R` writes R events a second, each with its id (1, 2, ...
- *   per stream) and the time it was written (`"t"`: ms since the epoch, to the µs, read on this
- *   machine's one clock); anything else keeps the stream open and silent (idle).
+ *   socket takes them; `X-Bench-Sse: paced-R` writes R events a second, each without an id, with its
+ *   number in the stream (`"seq"`: 1, 2, ...) and the time it was written (`"t"`: ms since the
+ *   epoch, to the µs, read on this machine's one clock); anything else keeps the stream open and silent (idle).
  * - GET without one: 400, as an SDK server answers (the gateway's health probe sees it alive).
  * - DELETE: 200.
  * Sessions are not remembered: any worker of a cluster serves any session.
@@ -96,9 +96,13 @@ export function stamp(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** Paced event `seq` of a stream, stamped with when it was written. */
+/**
+ * Paced event `seq` of a stream, stamped with when it was written. Without an id, as the SDK's
+ * default server (no event log) writes its events: this upstream cannot replay, and ids that
+ * restart with each stream would make a replica that answers Last-Event-ID with a fresh counter.
+ */
 export function pacedEvent(seq: number): string {
-  return `id: ${seq}\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq},"t":${stamp().toFixed(3)}}}}\n\n`;
+  return `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq},"t":${stamp().toFixed(3)}}}}\n\n`;
 }
 
 /**

@@ -141,11 +141,12 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
         const outcomes = Object.entries(r.outcomes).map(([k, v]) => `${k}: ${v}`).join(', ');
         rows.push(
           { ...sw, metric: 'streams', value: r.streams, note: outcomes },
-          { ...sw, metric: 'retried_after_503', value: r.unavailable, note: 'each asked again after its Retry-After' },
+          { ...sw, metric: 'retried', value: r.unavailable, note: '503 (asked again after its Retry-After) or a connection reset (after 1 s)' },
           { ...sw, metric: 'all_continued_ms', value: r.allContinuedMs, note: r.silent > 0 ? `${r.silent} without an event within ${s.stormTimeoutMs} ms` : 'from the cut to the first event on every stream' },
           { ...sw, metric: 'decision_p50_ms', value: r.decisionMs.p50 },
           { ...sw, metric: 'decision_p99_ms', value: r.decisionMs.p99 },
           { ...sw, metric: 'lost', value: r.lost },
+          { ...sw, metric: 'signalled', value: r.signalled, note: 'stream_reset (resumed: false): could not go on, said so' },
           { ...sw, metric: 'repeated', value: r.repeated, ...(r.firstRepeat ? { note: `first: ${r.firstRepeat}` } : {}) },
           { ...sw, metric: 'proxy_and_redis_cpu_s', value: storm.end.proxy - storm.start.proxy + storm.end.redis - storm.start.redis },
         );
