@@ -182,6 +182,8 @@ interface Stream {
 
 const fleet: {
   urls: string[];
+  /** Events a second the upstream writes on each stream. */
+  rate: number;
   streams: Stream[];
   lost: number;
   repeated: number;
@@ -196,6 +198,7 @@ const fleet: {
   cutAt: 0,
   signalled: 0,
   urls: [],
+  rate: 5,
   streams: [],
   lost: 0,
   repeated: 0,
@@ -203,6 +206,20 @@ const fleet: {
 };
 
 const SEQ_AND_STAMP = /"seq":(\d+),"t":([\d.]+)/;
+
+/**
+ * Counts event `seq` of a stream whose last was `stream.lastSeq`: the seqs it skipped as lost, a
+ * seq at or below the last as repeated; moves the stream on.
+ */
+export function countSeq(totals: { lost: number; repeated: number }, stream: { lastSeq: number }, seq: number): 'next' | 'repeated' {
+  if (seq <= stream.lastSeq) {
+    totals.repeated++;
+    return 'repeated';
+  }
+  totals.lost += seq - stream.lastSeq - 1;
+  stream.lastSeq = seq;
+  return 'next';
+}
 
 function onEvent(stream: Stream, block: string): void {
   let id: string | undefined;
@@ -222,8 +239,7 @@ function onEvent(stream: Stream, block: string): void {
   if (stream.firstAfterCut === -1) stream.firstAfterCut = arrived;
   const seq = Number(m[1]);
   if (stream.storm && stream.storm.after.length < 12) stream.storm.after.push(seq);
-  if (seq <= stream.lastSeq) {
-    fleet.repeated++;
+  if (countSeq(fleet, stream, seq) === 'repeated') {
     if (fleet.firstRepeat === undefined) {
       const before = stream.ids.get(seq);
       const storm = stream.storm ? `${stream.storm.answer}, last seq ${stream.storm.before} before the cut, then ${stream.storm.after.join(',')}; ` : '';
@@ -234,8 +250,6 @@ function onEvent(stream: Stream, block: string): void {
     stream.ids.set(seq, id);
     stream.ids.delete(seq - 256);
   }
-  else fleet.lost += seq - stream.lastSeq - 1;
-  stream.lastSeq = Math.max(stream.lastSeq, seq);
   const w = fleet.window;
   if (w) {
     w.events++;
@@ -250,7 +264,7 @@ function connect(stream: Stream, extra: Record<string, string> = {}): Promise<In
     const req = httpRequest(u, {
       method: 'GET',
       agent: false,
-      headers: { accept: 'text/event-stream', 'mcp-session-id': stream.session, 'mcp-protocol-version': PROTOCOL_VERSION, 'x-bench-sse': `paced-${pacedRate}`, ...extra },
+      headers: { accept: 'text/event-stream', 'mcp-session-id': stream.session, 'mcp-protocol-version': PROTOCOL_VERSION, 'x-bench-sse': `paced-${fleet.rate}`, ...extra },
     });
     stream.req = req;
     req.once('error', reject);
@@ -279,11 +293,9 @@ function connect(stream: Stream, extra: Record<string, string> = {}): Promise<In
   });
 }
 
-let pacedRate = 5;
-
 async function streamsOpen(job: Extract<FleetJob, { kind: 'streams-open' }>): Promise<StreamsOpenResult> {
   fleet.urls = job.urls;
-  pacedRate = job.rate;
+  fleet.rate = job.rate;
   const pools = job.urls.map((url) => new Pool(new URL(url).origin, { connections: job.concurrency, keepAliveTimeout: 10_000 }));
   let failed = 0;
   let firstError: string | undefined;
