@@ -229,7 +229,12 @@ export class Fleet {
     const result = await this.#prober.probe(replica.config, health);
     if (result.instance !== undefined) await this.#checkInstance(replica, result.instance);
     if (!this.#replicas.has(replica.config.id)) return;
-    if (this.#observe(replica, { kind: 'probe', ok: result.ok }, result.why, health)) await this.#epochs.retire(replica.epoch);
+    if (result.inconclusive) {
+      // CONTRACT.md §7: a replica is not held to this gateway's own lateness.
+      this.#logger.warn({ replica: replica.config.id, why: result.why }, 'probe inconclusive');
+    } else if (this.#observe(replica, { kind: 'probe', ok: result.ok }, result.why, health)) {
+      await this.#epochs.retire(replica.epoch);
+    }
     await this.#epochs.retryPending(replica.epoch);
   }
 

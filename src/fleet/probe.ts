@@ -2,6 +2,7 @@
 import { Agent, request } from 'undici';
 import type { Config, ReplicaConfig } from '../config/schema.js';
 import { isRefused, isReset } from '../upstream/index.js';
+import { LoopLag } from './loop-lag.js';
 
 export interface ProbeResult {
   ok: boolean;
@@ -13,19 +14,27 @@ export interface ProbeResult {
   refused: boolean;
   /** The connection was cut before an answer (a process that is being killed, say). */
   reset: boolean;
+  /**
+   * No answer in time, while this gateway's own event loop ran at least half the timeout late:
+   * the answer may have been waiting for the loop to read it. Counts neither way.
+   */
+  inconclusive: boolean;
 }
 
 export class Prober {
   readonly #agent: Agent;
+  readonly #lag: LoopLag;
 
-  constructor(timeoutMs: number) {
+  constructor(timeoutMs: number, lag = new LoopLag()) {
     // Probes never queue behind requests, nor requests behind probes.
     this.#agent = new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connections: 2 });
+    this.#lag = lag;
   }
 
   async probe(replica: ReplicaConfig, health: Config['health']): Promise<ProbeResult> {
     const { path, expectStatus, timeoutMs, instanceHeader } = health;
     const target = path ? new URL(path, replica.url) : new URL(replica.url);
+    const started = performance.now();
     try {
       const response = await request(target, {
         method: 'GET',
@@ -44,13 +53,20 @@ export class Prober {
         instance: Array.isArray(header) ? header[0] : header,
         refused: false,
         reset: false,
+        inconclusive: false,
       };
     } catch (err) {
-      return { ok: false, why: `probe failed: ${probeFailure(err)}`, instance: undefined, refused: isRefused(err), reset: isReset(err) };
+      const refused = isRefused(err);
+      const reset = isReset(err);
+      const late = refused || reset ? 0 : this.#lag.maxSince(started);
+      const inconclusive = late >= timeoutMs / 2;
+      const why = `probe failed: ${probeFailure(err)}${inconclusive ? `, while this gateway's event loop ran ${Math.round(late)} ms late: not counted` : ''}`;
+      return { ok: false, why, instance: undefined, refused, reset, inconclusive };
     }
   }
 
   close(): Promise<void> {
+    this.#lag.stop();
     return this.#agent.close();
   }
 }

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import t, { type Test } from 'tap';
 import { Fleet } from '../../src/fleet/index.js';
+import { LoopLag, SAMPLE_MS } from '../../src/fleet/loop-lag.js';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createMemoryStore } from '../../src/store/memory.js';
@@ -120,4 +121,43 @@ t.test("a stale cache never declares a session lost: the store's epoch decides",
   t.equal(await b.ownerGone({ owner: 'elsewhere', ownerEpoch: '' }), true, 'an owner no longer configured is gone');
   b.reportAnswer('r');
   t.equal(b.health('r'), 'up', 'an answer from the address proves a replica is there again');
+});
+
+t.test('LoopLag: how late the loop ran since a moment, from the samples taken after it', async (t) => {
+  let now = 1000;
+  const lag = new LoopLag(() => now);
+  t.teardown(() => lag.stop());
+  now += SAMPLE_MS;
+  lag.sample();
+  t.equal(lag.maxSince(1000), 0, 'on time');
+  now += SAMPLE_MS + 700;
+  lag.sample();
+  now += SAMPLE_MS;
+  lag.sample();
+  t.equal(lag.maxSince(1000), 700, 'a wait of 700 ms past the sample\'s time');
+  t.equal(lag.maxSince(now), 0, 'nothing late since the last sample');
+});
+
+t.test("a probe with no answer in time while the gateway's own loop was blocked counts neither way (CONTRACT §7)", async (t) => {
+  // A replica that takes the connection and never answers: every probe times out.
+  const hanging = createServer(() => undefined);
+  hanging.listen(0, '127.0.0.1');
+  await once(hanging, 'listening');
+  t.teardown(() => {
+    hanging.closeAllConnections();
+    hanging.close();
+  });
+  const url = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/mcp`;
+  const timeoutMs = 1000;
+  const { fleet } = fleetFor(t, [{ id: 'a', url }], { timeoutMs, unhealthyThreshold: 1 });
+
+  const blocked = fleet.tick();
+  // The gateway's loop does nothing else for longer than the probe's timeout.
+  const until = performance.now() + 1.5 * timeoutMs;
+  while (performance.now() < until);
+  await blocked;
+  t.equal(fleet.health('a'), 'up', 'a probe the gateway could not have read in time is not the replica\'s failure');
+
+  await fleet.tick();
+  t.equal(fleet.health('a'), 'down', 'the same silence with the loop free to read: the replica failed');
 });
