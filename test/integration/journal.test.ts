@@ -34,6 +34,17 @@ async function fleet(t: Test, settings: Record<string, unknown> = {}) {
   return { redis, replicas, gateways, balancer };
 }
 
+/** One gateway on Redis in front of one SDK replica without an event log, with these journal settings. */
+async function oneReplica(t: Test, journal: Record<string, unknown>): Promise<RunningGateway> {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
+  return startGateway(t, {
+    store: { type: 'redis', url: redis.url },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    resumption: { journal },
+  });
+}
+
 async function total(gateways: RunningGateway[], name: string, labels: Record<string, string> = {}): Promise<number> {
   const values = await Promise.all(gateways.map((g) => metricValue(g.registry, name, labels)));
   return values.reduce((a, b) => a + b, 0);
@@ -126,13 +137,7 @@ t.test('a GET stream cut: held while the client is away, continued on the other 
 });
 
 t.test('a cursor older than the journal window is a gap (J5)', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
-  const gateway = await startGateway(t, {
-    store: { type: 'redis', url: redis.url },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-    resumption: { journal: { maxEvents: 16 } },
-  });
+  const gateway = await oneReplica(t, { maxEvents: 16 });
   const sessionId = await rawSession(gateway.url);
   const streams = rawStreams(t);
   const live = await streams.open(gateway.url, sessionId);
@@ -163,13 +168,7 @@ t.test('a cursor older than the journal window is a gap (J5)', async (t) => {
 t.test('a call whose response was journaled after its cursor left the window: the signal, the response, the end; the session\'s GET stream stays resumable', async (t) => {
   // Found by the model-based walk (MODEL_SEED=118357424): the signal's stream went on as a fresh
   // GET, which superseded the session's own GET stream, cut with the call and held meanwhile.
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
-  const gateway = await startGateway(t, {
-    store: { type: 'redis', url: redis.url },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-    resumption: { journal: { maxEvents: 4, holdMs: HOLD_MS } },
-  });
+  const gateway = await oneReplica(t, { maxEvents: 4, holdMs: HOLD_MS });
   const sessionId = await rawSession(gateway.url);
   const streams = rawStreams(t);
   const get = await streams.open(gateway.url, sessionId);
@@ -208,13 +207,7 @@ t.test('a call whose response was journaled after its cursor left the window: th
 });
 
 t.test('journal off: events without ids stay without, nothing is held, and the owner replays as before', async (t) => {
-  const redis = await startRedisServer(t);
-  const [replica] = await spawnReplicas(t, 1, { eventStore: false });
-  const gateway = await startGateway(t, {
-    store: { type: 'redis', url: redis.url },
-    replicas: [{ id: replica!.id, url: replica!.url }],
-    resumption: { journal: { enabled: false } },
-  });
+  const gateway = await oneReplica(t, { enabled: false });
   const sessionId = await rawSession(gateway.url);
   const streams = rawStreams(t);
   const live = await streams.open(gateway.url, sessionId);
