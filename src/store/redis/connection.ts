@@ -58,9 +58,10 @@ function resubscribe(role: ConnectionRole): Pick<RedisOptions, 'autoResubscribe'
 
 /** A client for the configured topology, every one with the same fail-fast settings. */
 export function connect(opts: ConnectionOptions, role: ConnectionRole = 'commands'): Redis | Cluster {
+  // store.autoPipelining: many streams' records issued in one turn leave in one write, their
+  // replies come in one read. Set where ioredis batches: the client, or the cluster itself.
+  const enableAutoPipelining = role === 'commands' && opts.autoPipelining === true;
   const failFast = {
-    // Many streams' records issued in one turn: one write and one read instead of one each.
-    enableAutoPipelining: role === 'commands' && opts.autoPipelining === true,
     // A host that drops packets must not hold a connection attempt open: fail it and retry.
     connectTimeout: opts.connectTimeoutMs,
     // A blocked or paused Redis must become a fast 503, never a request that hangs (CONTRACT §7).
@@ -97,8 +98,7 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
         retryDelayOnFailover: 0,
         retryDelayOnClusterDown: 0,
         slotsRefreshTimeout: opts.connectTimeoutMs,
-        // Batched per node by the cluster itself (its nodes' own setting does not apply to it).
-        enableAutoPipelining: failFast.enableAutoPipelining,
+        enableAutoPipelining,
         // Every script writes (reads extend TTLs): masters only.
         scaleReads: 'master',
         // SSUBSCRIBE goes to the shard of its channel's slot, and follows it after a failover.
@@ -113,6 +113,7 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     const { username, password, db, tls } = nodeOptions(opts.url, opts.tls);
     return new Redis({
       ...failFast,
+      enableAutoPipelining,
       sentinels: sentinels.map(({ host, port }) => ({ host, port })),
       name: opts.sentinel.name,
       // Every script writes: the master only, never a replica.
@@ -143,6 +144,7 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
   const { host, port, username, password, db, tls } = nodeOptions(opts.url, opts.tls);
   return new Redis({
     ...failFast,
+    enableAutoPipelining,
     host,
     port,
     username,
