@@ -26,7 +26,7 @@ export type FleetJob =
       warmupMs: number;
       durationMs: number;
     }
-  | { kind: 'streams-open'; urls: string[]; count: number; rate: number; concurrency: number }
+  | { kind: 'streams-open'; urls: string[]; count: number; rate: number; concurrency: number; renumbered?: boolean }
   | { kind: 'streams-measure'; warmupMs: number; durationMs: number }
   | { kind: 'streams-storm'; timeoutMs: number; settleMs: number }
   | { kind: 'streams-close' };
@@ -184,6 +184,8 @@ const fleet: {
   urls: string[];
   /** Events a second the upstream writes on each stream. */
   rate: number;
+  /** The upstream's paced events carry ids that start at 1 again on every stream (bench/upstream.ts). */
+  renumbered: boolean;
   streams: Stream[];
   lost: number;
   repeated: number;
@@ -199,6 +201,7 @@ const fleet: {
   signalled: 0,
   urls: [],
   rate: 5,
+  renumbered: false,
   streams: [],
   lost: 0,
   repeated: 0,
@@ -264,7 +267,7 @@ function connect(stream: Stream, extra: Record<string, string> = {}): Promise<In
     const req = httpRequest(u, {
       method: 'GET',
       agent: false,
-      headers: { accept: 'text/event-stream', 'mcp-session-id': stream.session, 'mcp-protocol-version': PROTOCOL_VERSION, 'x-bench-sse': `paced-${fleet.rate}`, ...extra },
+      headers: { accept: 'text/event-stream', 'mcp-session-id': stream.session, 'mcp-protocol-version': PROTOCOL_VERSION, 'x-bench-sse': `paced-${fleet.rate}${fleet.renumbered ? '-renumbered' : ''}`, ...extra },
     });
     stream.req = req;
     req.once('error', reject);
@@ -296,6 +299,7 @@ function connect(stream: Stream, extra: Record<string, string> = {}): Promise<In
 async function streamsOpen(job: Extract<FleetJob, { kind: 'streams-open' }>): Promise<StreamsOpenResult> {
   fleet.urls = job.urls;
   fleet.rate = job.rate;
+  fleet.renumbered = job.renumbered === true;
   const pools = job.urls.map((url) => new Pool(new URL(url).origin, { connections: job.concurrency, keepAliveTimeout: 10_000 }));
   let failed = 0;
   let firstError: string | undefined;

@@ -9,6 +9,8 @@
  *            --rate N --sessions N (open-loop: calls/s offered over that many sessions)
  *            --paced-streams N --events-rate N --instances N (streams: N GET streams at that rate each,
  *              through N instances of a gateway on Redis; the storm reconnects each onto the next)
+ *            --renumbering-upstream (streams: the upstream's paced events carry ids that start at 1
+ *              again on every stream, whatever the Last-Event-ID: a replica whose ids are a counter)
  *            --duration MS (rpc and sse windows)  --warmup MS (before each window)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
@@ -53,6 +55,7 @@ export interface BenchOptions {
   pacedStreams: number;
   eventsRate: number;
   instances: number;
+  renumbered: boolean;
   gatewayLog: string;
   upstreamWorkers: number;
   /**
@@ -103,6 +106,7 @@ export function presetOptions(mode: 'quick' | 'full'): BenchOptions {
     pacedStreams: 2000,
     eventsRate: 5,
     instances: 2,
+    renumbered: false,
     gatewayLog: 'warn',
     upstreamWorkers: 1,
     rounds: 1,
@@ -269,6 +273,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
             durationMs: opts.durationMs,
             instances: opts.instances,
             stormTimeoutMs: 30_000,
+            renumbered: opts.renumbered,
           });
       }
     };
@@ -334,6 +339,7 @@ async function main(): Promise<void> {
       'paced-streams': { type: 'string' },
       'events-rate': { type: 'string' },
       instances: { type: 'string' },
+      'renumbering-upstream': { type: 'boolean', default: false },
     },
   });
   const opts = presetOptions(values.full ? 'full' : 'quick');
@@ -364,6 +370,7 @@ async function main(): Promise<void> {
     pacedStreams: num(values['paced-streams'], 'paced-streams'),
     eventsRate: num(values['events-rate'], 'events-rate'),
     instances: num(values.instances, 'instances'),
+    renumbered: values['renumbering-upstream'] === true,
     outDir: values.out,
     gatewayLog: values['gateway-log'],
     gatewayCpuProfDir: values['gateway-cpu-prof'] === undefined ? undefined : resolve(values['gateway-cpu-prof']),

@@ -13,7 +13,9 @@
  * - GET with one: an SSE stream. `X-Bench-Sse: flood` writes small events with ids as fast as the
  *   socket takes them; `X-Bench-Sse: paced-R` writes R events a second, each without an id, with its
  *   number in the stream (`"seq"`: 1, 2, ...) and the time it was written (`"t"`: ms since the
- *   epoch, to the µs, read on this machine's one clock); anything else keeps the stream open and silent (idle).
+ *   epoch, to the µs, read on this machine's one clock); `paced-R-renumbered` the same with ids,
+ *   `1`, `2`, ... again on every stream whatever its Last-Event-ID: a misbuilt replica whose ids are
+ *   a counter, not a log (CONTRACT.md §4 E6); anything else keeps the stream open and silent (idle).
  * - GET without one: 400, as an SDK server answers (the gateway's health probe sees it alive).
  * - DELETE: 200.
  * Sessions are not remembered: any worker of a cluster serves any session.
@@ -101,8 +103,8 @@ export function stamp(): number {
  * default server (no event log) writes its events: this upstream cannot replay, and ids that
  * restart with each stream would make a replica that answers Last-Event-ID with a fresh counter.
  */
-export function pacedEvent(seq: number): string {
-  return `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq},"t":${stamp().toFixed(3)}}}}\n\n`;
+export function pacedEvent(seq: number, withId = false): string {
+  return `${withId ? `id: ${seq}\n` : ''}data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"seq":${seq},"t":${stamp().toFixed(3)}}}}\n\n`;
 }
 
 /**
@@ -111,12 +113,12 @@ export function pacedEvent(seq: number): string {
  * events of many streams arrive spread over time, as a fleet's do.
  */
 const PACE_TICK_MS = 5;
-const paced = new Set<{ res: ServerResponse; seq: number; every: number; due: number }>();
+const paced = new Set<{ res: ServerResponse; seq: number; every: number; due: number; ids: boolean }>();
 let pacer: NodeJS.Timeout | undefined;
 
-function pace(res: ServerResponse, rate: number): void {
+function pace(res: ServerResponse, rate: number, ids: boolean): void {
   const every = 1000 / rate;
-  const stream = { res, seq: 0, every, due: performance.now() + Math.random() * every };
+  const stream = { res, seq: 0, every, due: performance.now() + Math.random() * every, ids };
   paced.add(stream);
   res.once('close', () => paced.delete(stream));
   pacer ??= setInterval(() => {
@@ -125,7 +127,7 @@ function pace(res: ServerResponse, rate: number): void {
       if (s.due > now) continue;
       // A stream late by more than one period (a stalled machine) catches up one event per tick.
       s.due = Math.max(s.due + s.every, now - s.every);
-      s.res.write(pacedEvent(++s.seq));
+      s.res.write(pacedEvent(++s.seq, s.ids));
     }
     if (paced.size === 0) {
       clearInterval(pacer);
@@ -162,6 +164,8 @@ export interface UpstreamOptions {
   onStream?: (res: ServerResponse, sessionId: string) => void;
 }
 
+const RENUMBERED = '-renumbered';
+
 function get(req: IncomingMessage, res: ServerResponse, options: UpstreamOptions): void {
   const session = req.headers['mcp-session-id'];
   if (typeof session !== 'string') return json(res, 400, BAD_REQUEST);
@@ -169,7 +173,10 @@ function get(req: IncomingMessage, res: ServerResponse, options: UpstreamOptions
   res.flushHeaders();
   const mode = req.headers['x-bench-sse'];
   if (mode === 'flood') flood(res);
-  else if (typeof mode === 'string' && mode.startsWith('paced-')) pace(res, Number(mode.slice('paced-'.length)));
+  else if (typeof mode === 'string' && mode.startsWith('paced-')) {
+    const renumbered = mode.endsWith(RENUMBERED);
+    pace(res, Number(mode.slice('paced-'.length, renumbered ? -RENUMBERED.length : undefined)), renumbered);
+  }
   else options.onStream?.(res, session);
 }
 

@@ -8,8 +8,8 @@ import { clientErrorHandler } from './clients/errors.js';
 import type { Config } from './config/schema.js';
 import { isStoreError } from './errors.js';
 import type { Logger, LogSecrets } from './logger.js';
-import { answerUnrouted, createAnswering } from './routing/answers.js';
-import { createRequestLog } from './routing/request-log.js';
+import { answerUnrouted, createAnswering } from './answers.js';
+import { createRequestLog } from './request-log.js';
 import type { Explanation, SessionView } from './resumption/explain.js';
 
 export interface AdminDeps {

@@ -96,13 +96,8 @@ function noDefaultFile(file: string): string {
 }
 
 async function run(config: Config, file: string): Promise<number> {
-  const [{ Registry }, { logReload, logStartFailure, processLog, readForReload, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { createStore }] = await Promise.all([
-    import('prom-client'),
-    import('./lifecycle.js'),
-    import('./logger.js'),
-    import('./server.js'),
-    import('./store/index.js'),
-  ]);
+  const [{ Registry }, { logReload, logStartFailure, processLog, readForReload, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { createStore }, { startTracing, stopTracing }] =
+    await Promise.all([import('prom-client'), import('./lifecycle.js'), import('./logger.js'), import('./server.js'), import('./store/index.js'), import('./tracing/index.js')]);
   const { logger, destination, secrets } = processLog(config);
   const workers = workerCount(config);
   if (workers.note) logger.info({ workers: config.workers, running: workers.count }, workers.note);
@@ -111,14 +106,16 @@ async function run(config: Config, file: string): Promise<number> {
     return runPrimary({ config, file, count: workers.count, logger, destination, secrets });
   }
   let store;
+  let tracing;
   try {
     store = createStore(config.store, logger);
+    tracing = await startTracing(config.tracing);
   } catch (err) {
     logStartFailure(logger, err);
     await flushLog(destination);
     return 1;
   }
-  const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets });
+  const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets, tracing });
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
 
   process.on('SIGHUP', () => {
@@ -129,7 +126,7 @@ async function run(config: Config, file: string): Promise<number> {
     gateway.metrics.configReloads.inc({ result: plan.result });
     logReload(logger, file, plan);
   });
-  const stopped = stopOnSignals(['SIGTERM', 'SIGINT'], logger, () => gateway.close());
+  const stopped = stopOnSignals(['SIGTERM', 'SIGINT'], logger, () => gateway.close().then(() => stopTracing(tracing, logger)));
 
   try {
     await gateway.listen();

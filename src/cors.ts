@@ -9,8 +9,8 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from './config/schema.js';
-import type { Answering } from './routing/answers.js';
-import type { RequestLog } from './routing/request-log.js';
+import type { Answering } from './answers.js';
+import type { RequestLog } from './request-log.js';
 import { headerValue } from './headers.js';
 import { NO_REPLICA } from './metrics.js';
 

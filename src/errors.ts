@@ -106,6 +106,14 @@ export const ERROR_CODES = {
     meaning:
       "a GET stream over its replica's stream budget with no held stream to give way (CONTRACT.md §7): refused at once, never queued or sent; the replica's other requests are unaffected and its health is unchanged; counted in mcp_gateway_stream_budget_exceeded_total",
   },
+  GW_RESUMPTION_BUSY: {
+    status: 503,
+    retry: true,
+    rpc: -32000,
+    message: 'Service temporarily unavailable: too many resumptions are being decided on this instance (resumption.admission)',
+    meaning:
+      'a GET with Last-Event-ID past the bound of resumption.admission (a reconnection storm): answered at once, before anything of the session was read, its cursor untouched, so that the retry after Retry-After is decided like the first try would have been; counted in mcp_gateway_resumptions_busy_total',
+  },
   GW_REQUEST_NOT_SENT: {
     status: 502,
     rpc: -32000,

@@ -8,7 +8,7 @@
  *   `rawPacket`);
  * - the written line is scrubbed of every secret the gateway knows (the cursor secret, store
  *   passwords: see `LogSecrets`) and of every `Bearer` / `Basic` credential;
- * - the store URL is logged through redactUrl.
+ * - the store URL is logged through redactUrl, and a session id through shortId.
  */
 import { pino, type DestinationStream, type LevelWithSilent, type Logger } from 'pino';
 import type { Config } from './config/schema.js';
@@ -112,6 +112,11 @@ export function redactUrl(url: string): string {
   } catch {
     return '[unparseable url]';
   }
+}
+
+/** Enough of a session id to follow it through the logs, not enough to use it. */
+export function shortId(sessionId: string): string {
+  return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
 }
 
 /** A copy of a logged value with nothing secret or raw left in it. */

@@ -53,6 +53,11 @@ export function createMetrics(registry: Registry) {
     ),
     sseStreamsOpen: gauge('mcp_gateway_sse_streams_open', 'SSE streams open through the gateway, by owning replica.', ['replica']),
     sseEvents: counter('mcp_gateway_sse_events_total', 'SSE events forwarded to clients, by owning replica.', ['replica']),
+    ownerDivergences: counter(
+      'mcp_gateway_owner_divergences_total',
+      "Continuations from an owner's log in which the owner sent an event under an upstream id already recorded for another event of the stream (CONTRACT.md §4 E6: a replica that numbers its events anew), by owning replica and when: replay (among the events it was to replay: answered as a gap) or live (after them: the stream ended, its reconnection answered gap). Nothing of it was forwarded. Should stay 0: a replica counted here is misbuilt.",
+      ['replica', 'when'],
+    ),
     // Each worker probes on its own: 1 only when every worker sends the replica new sessions.
     replicaUp: gauge('mcp_gateway_replica_up', '1 when the replica takes new sessions, 0 when it is down.', ['replica'], 'min'),
     storeDuration: histogram(
@@ -73,6 +78,11 @@ export function createMetrics(registry: Registry) {
       'Events that left while the store did not answer, whose records this instance holds until it can write them.',
     ),
     unrecordedBytes: gauge('mcp_gateway_unrecorded_bytes', 'Bytes held for unrecorded events, as counted against resumption.unrecorded.totalBytes.'),
+    recordWaits: counter(
+      'mcp_gateway_resumption_record_waits_total',
+      'Resumptions whose cursor was not recorded yet while the instance holding its stream could still record it (its records written late after a store outage), by outcome: recorded (the record came within resumption.replayTimeoutMs, decided on it), not_recorded (it did not: unknown_stream, or what the store said then).',
+      ['outcome'],
+    ),
     lateRecordBatches: counter('mcp_gateway_record_batches_late_total', 'Writes of held records that the store accepted after their events had left.'),
     streamsStoppedRecording: counter(
       'mcp_gateway_streams_stopped_recording_total',
@@ -155,6 +165,15 @@ export function createMetrics(registry: Registry) {
       'mcp_gateway_continuations_total',
       'Resumptions continued, by source: journal (the gateway\'s own journal, then the live stream) or owner (the owner replica replayed from its log).',
       ['source'],
+    ),
+    resumptionsBusy: counter(
+      'mcp_gateway_resumptions_busy_total',
+      'Resumptions answered 503 GW_RESUMPTION_BUSY with Retry-After, before anything was read for them: more decisions were running and waiting on this instance than resumption.admission allows (a reconnection storm).',
+    ),
+    resumptionDecisions: gauge(
+      'mcp_gateway_resumption_decisions',
+      'Resumption decisions on this instance by state: running (at most resumption.admission.maxConcurrent) and queued (waiting for a turn, at most resumption.admission.maxQueued).',
+      ['state'],
     ),
     resumptions: counter(
       'mcp_gateway_resumptions_total',

@@ -16,8 +16,8 @@ import { bodyLimitHook } from './clients/body-limit.js';
 import { applyClientLimits, countDroppedConnections, HEADERS_CHECK_INTERVAL_MS, refusalReason } from './clients/limits.js';
 import type { Logger, LogSecrets } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
-import { answerUnrouted, createAnswering } from './routing/answers.js';
-import { createRequestLog } from './routing/request-log.js';
+import { answerUnrouted, createAnswering } from './answers.js';
+import { createRequestLog } from './request-log.js';
 import { createOriginPolicy } from './cors.js';
 import { BindingCache } from './routing/bindings.js';
 import { createProxy } from './routing/proxy.js';
@@ -32,6 +32,7 @@ import { SseStreams } from './streams/sse-streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';
 import { instrumentStore } from './store/instrument.js';
 import type { Store } from './store/types.js';
+import type { Tracing } from './tracing/index.js';
 import { Upstreams } from './upstream/index.js';
 
 export interface GatewayDeps {
@@ -42,6 +43,8 @@ export interface GatewayDeps {
   secrets?: LogSecrets;
   /** This instance's name among those sharing the store (logged by a worker on every line); unset: a new one. */
   instanceId?: string;
+  /** The process's traces (tracing/index.ts startTracing); unset: off, nothing traced. */
+  tracing?: Tracing | undefined;
 }
 
 export interface ListenOptions {
@@ -76,7 +79,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   let config = initial;
   const { logger } = deps;
   const metrics = createMetrics(deps.registry);
-  const store = instrumentStore(deps.store, metrics);
+  const store = instrumentStore(deps.store, metrics, deps.tracing);
   const fleet = new Fleet({ config, store, metrics, logger });
   const bindings = new BindingCache({ config: () => config, store, fleet, metrics, logger });
   const upstreams = new Upstreams(config.upstream, {
@@ -91,7 +94,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId });
   upstreams.budgets.onMakeRoom((replica) => pumps.makeRoom(replica));
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, fleet, instanceId: agreement.instanceId });
-  const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets });
+  const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets, tracing: deps.tracing });
   const answer = createAnswering({ config: () => config, requests });
   // What the admin listener's /debug endpoints read: the store as it stands, this instance's key
   // and its view of the fleet.
@@ -108,7 +111,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
 
   const mcp = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
-    // One line per request comes from routing/request-log.ts (log.requests), with the replica and session.
+    // One line per request comes from request-log.ts (log.requests), with the replica and session.
     logController: new LogController({ disableRequestLogging: true }),
     // Nothing logs through request.log: no child logger per request.
     childLoggerFactory: (parent) => parent,
@@ -125,6 +128,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     clientErrorHandler: clientErrorHandler({ logger, requests, onRefused: (status) => metrics.clientsRefused.inc({ reason: refusalReason(status) }) }),
   });
   applyClientLimits(mcp.server, config.limits);
+  deps.tracing?.instrument(mcp, { instanceId: agreement.instanceId, replicas: () => config.replicas });
   countDroppedConnections(mcp.server, metrics);
   mcp.addHook('preParsing', bodyLimitHook(() => config.limits.bodyBytes));
   mcp.removeAllContentTypeParsers();
@@ -150,7 +154,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   // R6 and CORS come first: a refused origin or a preflight never reaches the proxy.
   const originPolicy = createOriginPolicy({ config: () => config, requests, answer });
   const principals = createPrincipals({ config: () => config, keys, store, upstreams, replica: (id) => fleet.get(id), metrics, logger });
-  const routes = createProxy({ config: () => config, store, fleet, bindings, upstreams, metrics, logger, streams, pumps, keys, principals, requests, answer });
+  const routes = createProxy({ config: () => config, store, fleet, bindings, upstreams, metrics, logger, streams, pumps, keys, principals, requests, answer, tracing: deps.tracing });
   mcp.all(config.path, { onRequest: originPolicy }, routes.proxy);
   if (config.legacySse) {
     // §9: the 2024-11-05 HTTP+SSE transport, under the same origin policy.

@@ -5,9 +5,10 @@
  * upstream reached directly in the same round (`added_*`), and with the Node.js floor.
  */
 import type { FleetJob, OpenLoopResult, StormResult, StreamsMeasureResult, StreamsOpenResult } from '../fleet-load.js';
-import { treeCpuSeconds } from './procs.js';
+import type { Context, Row } from './context.js';
+import { measured, storeRows } from './sampler.js';
 import { kindOf, REDIS_KINDS, startTarget, type Target, type TargetName, type Upstream } from './targets.js';
-import { eachTarget, measured, storeRows, type Context, type Row } from './workloads.js';
+import { eachTarget } from './workloads.js';
 
 export type OpenLoopSettings = Omit<Extract<FleetJob, { kind: 'open-loop' }>, 'kind' | 'url'>;
 
@@ -33,7 +34,7 @@ function addedRows(rows: Row[], metrics: readonly string[]): Row[] {
 /** 1. tools/call at a fixed rate over many sessions, a share of them answered on an SSE stream. */
 export async function openLoopWorkload(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, s: OpenLoopSettings): Promise<Row[]> {
   const rows = await eachTarget(ctx, kinds, upstream, 'open-loop', async (target) => {
-    const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
+    const { result, start, end, wall } = await measured(ctx, [target], upstream, (onMark) =>
       ctx.load.run<OpenLoopResult>({ kind: 'open-loop', url: target.url, ...s }, onMark),
     );
     if (result.requests === 0) throw new Error(`no call succeeded (${result.firstError ?? 'no error'})`);
@@ -65,6 +66,8 @@ export interface StreamsSettings {
   /** The gateway on Redis runs this many instances, the streams spread over them (storm: onto the next). */
   instances: number;
   stormTimeoutMs: number;
+  /** The upstream numbers its paced events anew on every stream (a misbuilt replica, E6). */
+  renumbered?: boolean;
 }
 
 /** Gateways on Redis run as `instances` processes on the one store; every other target as one. */
@@ -80,29 +83,6 @@ async function startGroup(ctx: Context, kind: TargetName, upstream: Upstream, in
   return group;
 }
 
-async function cpuOf(ctx: Context, group: readonly Target[], upstream: Upstream) {
-  const onRedis = REDIS_KINDS.includes(kindOf(group[0]!.kind)) && ctx.redis !== undefined;
-  const proxies = await Promise.all(group.map((t) => (t.pid === undefined ? 0 : treeCpuSeconds(t.pid))));
-  return {
-    at: performance.now(),
-    proxy: proxies.reduce((a, b) => a + b, 0),
-    redis: onRedis ? await treeCpuSeconds(ctx.redis!.pid) : 0,
-    upstream: await treeCpuSeconds(upstream.child.pid),
-    load: await treeCpuSeconds(ctx.load.pid),
-  };
-}
-
-/** Runs `body` with CPU sampled at the load generator's marks. */
-async function window<R>(ctx: Context, group: readonly Target[], upstream: Upstream, job: Parameters<Context['load']['run']>[0]) {
-  const marks: Partial<Record<'start' | 'end', ReturnType<typeof cpuOf>>> = {};
-  const result = await ctx.load.run<R>(job, (which) => {
-    marks[which] = cpuOf(ctx, group, upstream);
-  });
-  if (!marks.start || !marks.end) throw new Error('the load generator sent no window marks');
-  const [start, end] = await Promise.all([marks.start, marks.end]);
-  return { result, start, end, wall: (end.at - start.at) / 1000 };
-}
-
 /**
  * 2. Many streams at a modest rate, and 3. their reconnection storm (gateways with the journal:
  * the only targets that can continue a stream through another instance).
@@ -113,29 +93,34 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
     let group: Target[] = [];
     try {
       group = await startGroup(ctx, kind, upstream, s.instances);
-      const opened = await ctx.load.run<StreamsOpenResult>({ kind: 'streams-open', urls: group.map((t) => t.url), count: s.streams, rate: s.rate, concurrency: 64 });
+      const opened = await ctx.load.run<StreamsOpenResult>({ kind: 'streams-open', urls: group.map((t) => t.url), count: s.streams, rate: s.rate, concurrency: 64, renumbered: s.renumbered === true });
       if (opened.opened === 0) throw new Error(`no stream opened (${opened.firstError ?? ''})`);
       const w = { workload: 'streams', target: kind };
-      const m = await window<StreamsMeasureResult>(ctx, group, upstream, { kind: 'streams-measure', warmupMs: s.warmupMs, durationMs: s.durationMs });
+      const m = await measured(ctx, group, upstream, (onMark) =>
+        ctx.load.run<StreamsMeasureResult>({ kind: 'streams-measure', warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
+      );
       const events = m.result.events;
-      const proxy = ((m.end.proxy - m.start.proxy) / events) * 1e6;
-      const redis = ((m.end.redis - m.start.redis) / events) * 1e6;
+      const proxy = ((m.end.proxyCpu - m.start.proxyCpu) / events) * 1e6;
+      const redis = ((m.end.redisCpu - m.start.redisCpu) / events) * 1e6;
       const failedNote = opened.failed > 0 ? `; ${opened.failed} failed to open: ${opened.firstError}` : '';
       rows.push(
-        { ...w, metric: 'streams_open', value: m.result.streamsOpen, note: `${group.length} instance(s), ${s.rate} events/s each${failedNote}` },
+        { ...w, metric: 'streams_open', value: m.result.streamsOpen, note: `${group.length} instance(s), ${s.rate} events/s each${s.renumbered ? ', upstream ids renumbered on every stream' : ''}${failedNote}` },
         { ...w, metric: 'events_per_s', value: events / m.result.seconds },
         { ...w, metric: 'p50_ms', value: m.result.latenciesMs.p50 },
         { ...w, metric: 'p99_ms', value: m.result.latenciesMs.p99 },
         { ...w, metric: 'lost', value: m.result.lost, note: 'since the streams opened' },
         { ...w, metric: 'repeated', value: m.result.repeated },
-        { ...w, metric: 'upstream_cpu_us_per_event', value: ((m.end.upstream - m.start.upstream) / events) * 1e6 },
+        { ...w, metric: 'upstream_cpu_us_per_event', value: ((m.end.upstreamCpu - m.start.upstreamCpu) / events) * 1e6 },
+        ...storeRows('streams', { kind }, 'event', events, m.start, m.end),
       );
       if (group[0]!.pid !== undefined) {
-        rows.push({ ...w, metric: 'proxy_cpu_us_per_event', value: proxy, note: `${(((m.end.proxy - m.start.proxy) / m.wall) * 100).toFixed(0)} % of a core` });
+        rows.push({ ...w, metric: 'proxy_cpu_us_per_event', value: proxy, note: `${(((m.end.proxyCpu - m.start.proxyCpu) / m.wall) * 100).toFixed(0)} % of a core` });
         rows.push({ ...w, metric: 'proxy_and_redis_cpu_us_per_event', value: proxy + redis, ...(redis > 0 ? { note: `Redis ${redis.toFixed(1)}` } : {}) });
       }
       if (kindOf(kind) === 'gateway-redis-journal' && group.length > 1) {
-        const storm = await window<StormResult>(ctx, group, upstream, { kind: 'streams-storm', timeoutMs: s.stormTimeoutMs, settleMs: 2000 });
+        const storm = await measured(ctx, group, upstream, (onMark) =>
+          ctx.load.run<StormResult>({ kind: 'streams-storm', timeoutMs: s.stormTimeoutMs, settleMs: 2000 }, onMark),
+        );
         const r = storm.result;
         const sw = { workload: 'storm', target: kind };
         const outcomes = Object.entries(r.outcomes).map(([k, v]) => `${k}: ${v}`).join(', ');
@@ -148,7 +133,7 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
           { ...sw, metric: 'lost', value: r.lost },
           { ...sw, metric: 'signalled', value: r.signalled, note: 'stream_reset (resumed: false): could not go on, said so' },
           { ...sw, metric: 'repeated', value: r.repeated, ...(r.firstRepeat ? { note: `first: ${r.firstRepeat}` } : {}) },
-          { ...sw, metric: 'proxy_and_redis_cpu_s', value: storm.end.proxy - storm.start.proxy + storm.end.redis - storm.start.redis },
+          { ...sw, metric: 'proxy_and_redis_cpu_s', value: storm.end.proxyCpu - storm.start.proxyCpu + storm.end.redisCpu - storm.start.redisCpu },
         );
       }
       ctx.log(`  streams ${kind}: done`);

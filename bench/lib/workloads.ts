@@ -5,9 +5,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FloodResult, IdleResult, ResumeResult, RpcResult } from '../load.js';
 import { median } from './stats.js';
-import type { LoadClient } from './client.js';
-import { treeCpuSeconds, treeRssBytes } from './procs.js';
-import { kindOf, REDIS_KINDS, startTarget, type ProxyOptions, type RedisServer, type Target, type TargetName, type Upstream } from './targets.js';
+import type { Context, Row } from './context.js';
+import { treeRssBytes } from './procs.js';
+import { countsBy, delta, measured, sample, storeRows } from './sampler.js';
+import { kindOf, REDIS_KINDS, startTarget, type Target, type TargetName, type Upstream } from './targets.js';
+
+export type { Context, Row } from './context.js';
 
 /**
  * open-loop, streams (with the storm) and idle are the work MCP fleets do (the quick run's); rpc
@@ -15,104 +18,6 @@ import { kindOf, REDIS_KINDS, startTarget, type ProxyOptions, type RedisServer, 
  */
 export type WorkloadName = 'open-loop' | 'streams' | 'idle' | 'rpc' | 'rpc-sdk' | 'sse' | 'resume';
 export const WORKLOADS: readonly WorkloadName[] = ['open-loop', 'streams', 'idle', 'rpc', 'rpc-sdk', 'sse', 'resume'];
-
-export interface Row {
-  workload: string;
-  target: string;
-  metric: string;
-  value: number;
-  note?: string;
-}
-
-export interface Context {
-  load: LoadClient;
-  proxy: Omit<ProxyOptions, 'upstreams'>;
-  redis: RedisServer | undefined;
-  log: (line: string) => void;
-}
-
-/** What the OS and the store said at one edge of a measured window. */
-interface Sample {
-  at: number;
-  proxyCpu: number;
-  loadCpu: number;
-  upstreamCpu: number;
-  /** The store's CPU seconds, for targets on Redis (0 otherwise). */
-  redisCpu: number;
-  redis: Map<string, number> | undefined;
-  storeOps: Map<string, number> | undefined;
-}
-
-/** The samples of a gateway's counter `metric` summed by the value of `label`. */
-async function countsBy(metricsUrl: string | undefined, metric: string, label: string): Promise<Map<string, number> | undefined> {
-  if (metricsUrl === undefined) return undefined;
-  const text = await (await fetch(metricsUrl)).text();
-  const counts = new Map<string, number>();
-  for (const m of text.matchAll(new RegExp(`^${metric}\\{[^}]*${label}="([^"]+)"[^}]*\\} (\\d+)`, 'gm'))) {
-    counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + Number(m[2]));
-  }
-  return counts;
-}
-
-export async function sample(ctx: Context, target: Target, upstream: Upstream): Promise<Sample> {
-  const onRedis = REDIS_KINDS.includes(kindOf(target.kind)) && ctx.redis !== undefined;
-  const [proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, ops] = await Promise.all([
-    target.pid === undefined ? 0 : treeCpuSeconds(target.pid),
-    treeCpuSeconds(ctx.load.pid),
-    treeCpuSeconds(upstream.child.pid),
-    onRedis ? treeCpuSeconds(ctx.redis!.pid) : 0,
-    REDIS_KINDS.includes(kindOf(target.kind)) ? ctx.redis?.commandStats() : undefined,
-    countsBy(target.metricsUrl, 'mcp_gateway_store_duration_seconds_count', 'op'),
-  ]);
-  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, storeOps: ops };
-}
-
-/** after - before per key, without zeros and without our own INFO calls. */
-function delta(before: Map<string, number> | undefined, after: Map<string, number> | undefined): Map<string, number> | undefined {
-  if (before === undefined || after === undefined) return undefined;
-  const out = new Map<string, number>();
-  for (const [key, value] of after) {
-    const d = value - (before.get(key) ?? 0);
-    if (d !== 0 && key !== 'info') out.set(key, d);
-  }
-  return out;
-}
-
-function total(counts: Map<string, number>): number {
-  let sum = 0;
-  for (const v of counts.values()) sum += v;
-  return sum;
-}
-
-/** "evalsha=2.00 get=1.00" per unit, largest first. */
-function breakdown(counts: Map<string, number>, per: number): string {
-  return [...counts]
-    .sort((a, b) => b[1] - a[1])
-    .map(([k, v]) => `${k}=${(v / per).toFixed(2)}`)
-    .join(' ');
-}
-
-/** Runs `body` with samples taken at the marks the load generator sends. */
-export async function measured<R>(ctx: Context, target: Target, upstream: Upstream, body: (onMark: (which: 'start' | 'end') => void) => Promise<R>) {
-  const marks: Partial<Record<'start' | 'end', Promise<Sample>>> = {};
-  const result = await body((which) => {
-    marks[which] = sample(ctx, target, upstream);
-  });
-  if (!marks.start || !marks.end) throw new Error('the load generator sent no window marks');
-  const [start, end] = await Promise.all([marks.start, marks.end]);
-  return { result, start, end, wall: (end.at - start.at) / 1000 };
-}
-
-/** Store cost rows of one window: Redis commands (INFO commandstats) and the gateway's store ops. */
-export function storeRows(workload: string, target: Target, unit: string, per: number, start: Sample, end: Sample): Row[] {
-  const rows: Row[] = [];
-  if (per <= 0) return rows;
-  const redis = delta(start.redis, end.redis);
-  if (redis) rows.push({ workload: 'store-cost', target: target.kind, metric: `redis_cmds_per_${unit} (${workload})`, value: total(redis) / per, note: breakdown(redis, per) });
-  const ops = delta(start.storeOps, end.storeOps);
-  if (ops) rows.push({ workload: 'store-cost', target: target.kind, metric: `store_ops_per_${unit} (${workload})`, value: total(ops) / per, note: breakdown(ops, per) });
-  return rows;
-}
 
 export async function eachTarget(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, workload: string, fn: (target: Target) => Promise<Row[]>): Promise<Row[]> {
   const rows: Row[] = [];
@@ -142,7 +47,7 @@ export interface RpcSettings {
 /** 1. POST tools/call round trips at a fixed concurrency. */
 export function rpcWorkload(ctx: Context, name: 'rpc' | 'rpc-sdk', kinds: readonly TargetName[], upstream: Upstream, s: RpcSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, upstream, name, async (target) => {
-    const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
+    const { result, start, end, wall } = await measured(ctx, [target], upstream, (onMark) =>
       ctx.load.run<RpcResult>({ kind: 'rpc', url: target.url, concurrency: s.concurrency, warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
     );
     if (result.requests === 0) throw new Error(`no request succeeded (${result.firstError ?? 'no error'})`);
@@ -172,7 +77,7 @@ export interface SseSettings {
 /** 2. One SSE stream that the upstream fills as fast as it can. */
 export function sseWorkload(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, s: SseSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, upstream, 'sse', async (target) => {
-    const { result, start, end, wall } = await measured(ctx, target, upstream, (onMark) =>
+    const { result, start, end, wall } = await measured(ctx, [target], upstream, (onMark) =>
       ctx.load.run<FloodResult>({ kind: 'flood', url: target.url, warmupMs: s.warmupMs, durationMs: s.durationMs }, onMark),
     );
     const w = { workload: 'sse', target: target.kind };
@@ -221,9 +126,9 @@ export function idleWorkload(ctx: Context, kinds: readonly TargetName[], upstrea
     try {
       if (sessions.opened === 0) throw new Error(`no session (${sessions.firstError ?? ''})`);
       const rssSessions = await settledRss(pid);
-      const before = await sample(ctx, target, upstream);
+      const before = await sample(ctx, [target], upstream);
       const streams = await ctx.load.run<IdleResult>({ kind: 'idle-streams', concurrency: 256 });
-      const after = await sample(ctx, target, upstream);
+      const after = await sample(ctx, [target], upstream);
       if (streams.opened === 0) throw new Error(`no stream opened (${streams.firstError ?? ''})`);
       const rssStreams = await settledRss(pid);
       const w = { workload: 'idle', target: target.kind };
@@ -249,9 +154,9 @@ export interface ResumeSettings {
 /** 4. A GET with Last-Event-ID on the demo SDK replica: time to the first and to every replayed event. */
 export function resumeWorkload(ctx: Context, kinds: readonly TargetName[], replica: Upstream, s: ResumeSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds, replica, 'resume', async (target) => {
-    const sources = () => countsBy(target.metricsUrl, 'mcp_gateway_continuations_total', 'source');
+    const sources = () => countsBy([target.metricsUrl], 'mcp_gateway_continuations_total', 'source');
     const before = await sources();
-    const { result, start, end } = await measured(ctx, target, replica, (onMark) =>
+    const { result, start, end } = await measured(ctx, [target], replica, (onMark) =>
       ctx.load.run<ResumeResult>({ kind: 'resume', url: target.url, events: s.events, reps: s.reps, timeoutMs: 10_000 }, onMark),
     );
     const done = result.firstEventMs.length;

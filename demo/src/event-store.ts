@@ -164,3 +164,34 @@ interface StreamLog {
   /** Number of entries dropped from the front of `entries` by compaction. */
   offset: number;
 }
+
+/** How a RenumberingEventStore numbers a stream's events after a Last-Event-ID. */
+export type Renumbering = 'from-cursor' | 'from-1';
+
+/**
+ * A misbuilt replica's event log, to show what the gateway does about one (its CONTRACT.md §4 E6):
+ * it accepts any Last-Event-ID of its own, replays nothing, and numbers the stream's next events
+ * anew, on from the cursor (`from-cursor`: the ids of events the client may hold already, now with
+ * other payloads) or from 1 again (`from-1`). It is the failure of resumption behind a load
+ * balancer, at the owner: a server whose event ids are a counter, not a log. One per session.
+ */
+export class RenumberingEventStore implements EventStore {
+  private readonly next = new Map<StreamId, number>();
+
+  constructor(readonly mode: Renumbering) {}
+
+  async storeEvent(streamId: StreamId, _message: JSONRPCMessage): Promise<EventId> {
+    const n = this.next.get(streamId) ?? 1;
+    this.next.set(streamId, n + 1);
+    return `${streamId}#${n}`;
+  }
+
+  async replayEventsAfter(lastEventId: EventId): Promise<StreamId> {
+    const at = lastEventId.lastIndexOf('#');
+    const n = Number(lastEventId.slice(at + 1));
+    if (at <= 0 || !Number.isSafeInteger(n)) throw new ReplayRefusedError(lastEventId);
+    const streamId = lastEventId.slice(0, at);
+    this.next.set(streamId, this.mode === 'from-cursor' ? n + 1 : 1);
+    return streamId;
+  }
+}

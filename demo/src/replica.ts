@@ -2,11 +2,12 @@
  * The demo replica: a real MCP server on the SDK's Streamable HTTP transport, one transport and one
  * McpServer per session, every stream resumable through a bounded event log; or, with
  * `--no-event-store`, the SDK's default server that keeps none (its events carry no ids and it
- * cannot replay: what most MCP servers are). The gateway's tests, demo and container image run it;
+ * cannot replay: what most MCP servers are); or, with `--renumber from-cursor|from-1`, a misbuilt
+ * one whose event ids are a counter that a Last-Event-ID sets back (event-store.ts). The gateway's tests, demo and container image run it;
  * the gateway itself must not depend on anything here that a plain SDK server lacks (such as
  * /healthz).
  *
- *   node demo/dist/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000 | --no-event-store]
+ *   node demo/dist/replica.js --id r1 --port 3001 [--host 127.0.0.1] [--max-events 10000 | --no-event-store | --renumber MODE]
  *
  * prints one JSON line `{"event":"listening",...}` on stdout and nothing else there.
  *
@@ -24,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
-import { BoundedEventStore } from './event-store.js';
+import { BoundedEventStore, RenumberingEventStore, type Renumbering } from './event-store.js';
 
 export interface ReplicaOptions {
   id: string;
@@ -35,6 +36,8 @@ export interface ReplicaOptions {
   maxEvents?: number;
   /** false: no event log at all, the SDK's default (default true). */
   eventStore?: boolean;
+  /** Instead of the event log: a counter that a Last-Event-ID sets back, replaying nothing (misbuilt). */
+  renumber?: Renumbering;
   /** Answer POSTs with JSON instead of an SSE stream (no POST streams to resume then). */
   enableJsonResponse?: boolean;
 }
@@ -62,7 +65,9 @@ const MAX_INTERVAL_MS = 60_000;
 export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
   const { id, host = '127.0.0.1', port = 0, enableJsonResponse = false, eventStore = true } = opts;
   if (!eventStore && opts.maxEvents !== undefined) throw new RangeError('maxEvents bounds an event log: a replica without one takes none');
-  const events = eventStore ? new BoundedEventStore({ maxEvents: opts.maxEvents ?? DEFAULT_MAX_EVENTS }) : undefined;
+  const { renumber } = opts;
+  if (renumber !== undefined && (!eventStore || opts.maxEvents !== undefined)) throw new RangeError('renumber replaces the event log: give neither eventStore: false nor maxEvents with it');
+  const events = eventStore && renumber === undefined ? new BoundedEventStore({ maxEvents: opts.maxEvents ?? DEFAULT_MAX_EVENTS }) : undefined;
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   // Side-effect counter of the `counter` tool: per replica, which is per process when run as a CLI.
   const counter = { value: 0 };
@@ -79,6 +84,7 @@ export async function startReplica(opts: ReplicaOptions): Promise<Replica> {
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => sessionId,
       ...(events && { eventStore: events.scoped(sessionId) }),
+      ...(renumber && { eventStore: new RenumberingEventStore(renumber) }),
       enableJsonResponse,
       onsessioninitialized: (sid) => {
         sessions.set(sid, transport);
@@ -290,6 +296,8 @@ const USAGE = `usage: node demo/dist/replica.js --id ID [options]
                       a reconnect from an event no longer kept is refused, never replayed in part
   --no-event-store    keep no event log, as the SDK's default server: events carry no ids, a
                       dropped stream cannot be replayed (a gateway journal can make it resumable)
+  --renumber MODE     misbuilt on purpose: event ids are a counter per stream, and a Last-Event-ID
+                      replays nothing and sets it back, to the cursor (from-cursor) or to 1 (from-1)
   -h, --help          this text
 
 Prints one JSON line {"event":"listening","id","url","port","pid","eventStore"} on stdout once it listens,
@@ -303,6 +311,7 @@ async function main(): Promise<void> {
       port: { type: 'string', default: '0' },
       'max-events': { type: 'string' },
       'no-event-store': { type: 'boolean', default: false },
+      renumber: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -318,8 +327,11 @@ async function main(): Promise<void> {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad --port ${values.port}`);
   if (maxEvents !== undefined && (!Number.isInteger(maxEvents) || maxEvents < 1)) throw new Error(`bad --max-events ${values['max-events']}`);
   if (maxEvents !== undefined && !eventStore) throw new Error('--max-events bounds the event log that --no-event-store turns off: give one of them');
+  const renumber = values.renumber;
+  if (renumber !== undefined && renumber !== 'from-cursor' && renumber !== 'from-1') throw new Error(`bad --renumber ${renumber}: from-cursor or from-1`);
+  if (renumber !== undefined && (maxEvents !== undefined || !eventStore)) throw new Error('--renumber replaces the event log: give neither --max-events nor --no-event-store with it');
 
-  const replica = await startReplica({ id: values.id, host: values.host, port, eventStore, ...(maxEvents !== undefined && { maxEvents }) });
+  const replica = await startReplica({ id: values.id, host: values.host, port, eventStore, ...(maxEvents !== undefined && { maxEvents }), ...(renumber && { renumber }) });
   const line = { event: 'listening', id: replica.id, url: replica.url, port: replica.port, pid: process.pid, eventStore };
   process.stdout.write(`${JSON.stringify(line)}\n`);
 

@@ -7,9 +7,9 @@
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import type { AnswerCode } from '../errors.js';
-import { answerFor } from '../routing/answers.js';
+import { answerFor } from '../answers.js';
 import type { Logger } from '../logger.js';
-import type { RequestLog } from '../routing/request-log.js';
+import type { RequestLog } from '../request-log.js';
 
 interface ClientErrorAnswer {
   code: AnswerCode;

@@ -17,6 +17,7 @@ export const RESTART_ONLY = {
   workers: 'the worker processes are started with the gateway',
   legacySse: 'the HTTP+SSE routes are registered at start',
   store: 'the store connection and its topology are set up at start',
+  tracing: 'the OpenTelemetry SDK is set up at start',
   'limits.headerBytes': "Node's HTTP parser is made with its header limit",
 } as const;
 

@@ -239,7 +239,7 @@ export const ConfigSchema = Type.Object(
           default: 'signal',
           description: 'signal: answer a stream that cannot continue as a new stream with a notification; reject: 410',
         }),
-        replayTimeoutMs: Millis('how long the owner may take to replay the events after a cursor', 5000),
+        replayTimeoutMs: Millis("how long the owner may take to replay the events after a cursor, and how long a resumption waits for a cursor's record still on its way from the instance that holds its stream (written late after a store outage, docs/store-outages.md)", 5000),
         recordRetryMs: Millis(
           'how long, beyond one store attempt (itself bounded by store.commandTimeoutMs), the events of an open stream wait for their record before they leave unrecorded, to be recorded once the store answers again (docs/store-outages.md). 0: one attempt. Events are never held longer, and a stream never ends for want of a record',
           0,
@@ -274,6 +274,28 @@ export const ConfigSchema = Type.Object(
           description:
             'largest replay held back while it is checked (nothing is sent before every replayed event is verified); a larger one is a gap',
         }),
+        admission: Type.Object(
+          {
+            maxConcurrent: Type.Integer({
+              minimum: 1,
+              default: 64,
+              description:
+                'resumption decisions (GET with Last-Event-ID) this instance runs at once, each from its arrival until its response headers leave; more wait in the queue',
+            }),
+            maxQueued: Type.Integer({
+              minimum: 0,
+              default: 1024,
+              description: 'resumption decisions waiting for a turn; one more is answered 503 GW_RESUMPTION_BUSY with Retry-After at once',
+            }),
+            queueMs: Millis('how long a resumption decision may wait for a turn before it is answered 503 GW_RESUMPTION_BUSY with Retry-After', 500, 1),
+          },
+          {
+            additionalProperties: false,
+            default: {},
+            description:
+              'storm admission: bounded concurrency of resumption decisions, so that each admitted one is fast when thousands of clients reconnect at once, and the rest are told at once to come back (docs/operations.md)',
+          },
+        ),
         journal: Type.Object(
           {
             enabled: Type.Boolean({
@@ -438,6 +460,44 @@ export const ConfigSchema = Type.Object(
           1000,
           0,
         ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    tracing: Type.Object(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'OpenTelemetry traces over OTLP/HTTP (docs/operations.md "Traces"): a span per request, per request to a replica, per store operation, the resumption decision. Off by default; also on without this key when OTEL_TRACES_EXPORTER=otlp and OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT are set. The keys below, where set, take precedence over the OTEL_* variables; restart to change',
+        }),
+        endpoint: Type.Optional(
+          Type.String({
+            pattern: '^https?://',
+            description: "the collector's OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces; unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces, or http://localhost:4318/v1/traces",
+          }),
+        ),
+        protocol: Type.Optional(
+          Type.Unsafe<'http/protobuf' | 'http/json'>({
+            type: 'string',
+            enum: ['http/protobuf', 'http/json'],
+            description: 'OTLP encoding; unset: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf',
+          }),
+        ),
+        headers: Type.Optional(
+          Type.Record(Type.String({ pattern: '^[A-Za-z0-9!#$%&\'*+.^_`|~-]+$' }), Type.String(), {
+            description: 'headers sent to the collector (e.g. its credential); unset: OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS. Never logged',
+          }),
+        ),
+        timeoutMs: Type.Optional(Type.Integer({ minimum: 1, description: 'timeout of one export to the collector; unset: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT or OTEL_EXPORTER_OTLP_TIMEOUT, else 10000' })),
+        sampleRatio: Type.Optional(
+          Type.Number({
+            minimum: 0,
+            maximum: 1,
+            description:
+              "share of traces recorded, decided where a trace starts: a request whose client sent a traceparent follows the client's choice (parentbased_traceidratio); unset: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else every trace",
+          }),
+        ),
+        serviceName: Type.Optional(Type.String({ minLength: 1, description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else mcp-resume-gateway' })),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -14,6 +14,7 @@
  */
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Health } from '../fleet/health.js';
+import { tagId } from '../sse/event-tag.js';
 import type { IncarnationRecord, IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
 
 export const REASONS = ['session_unknown', 'foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
@@ -43,6 +44,11 @@ export interface ResumptionFacts {
    * replica's stream has ended here (the lease's release may not have landed yet).
    */
   readonly pumpEnded?: boolean;
+  /**
+   * §7: the decision waited for the cursor's record already (resumption.replayTimeoutMs): a
+   * position still not recorded now was lost with the instance that held its stream.
+   */
+  readonly recordAwaited?: boolean;
 }
 
 export type Decision =
@@ -50,6 +56,11 @@ export type Decision =
   | { readonly kind: 'not_found'; readonly reason: Reason }
   /** The owner is only suspected (R4): 503 with Retry-After. */
   | { readonly kind: 'unavailable'; readonly owner: string }
+  /**
+   * §7: the cursor's position is not recorded yet, and the instance that holds its stream may
+   * still record it (its records written late after a store outage): wait for it, then decide again.
+   */
+  | { readonly kind: 'await_record'; readonly incarnation: string; readonly seq: number }
   /** The cursor is the last event of a stream that is over: nothing follows. */
   | { readonly kind: 'complete' }
   | {
@@ -87,9 +98,9 @@ export type Decision =
       readonly owner: string;
       /** The cursor's position; replayed events get the positions after it. */
       readonly seq: number;
-      /** The owner's own event id at the cursor, sent to it as Last-Event-ID. */
+      /** The owner's own event id at the cursor, sent to it as Last-Event-ID (the id of its tag). */
       readonly upstreamId: string;
-      /** The owner's ids of every recorded event after the cursor, in order (check 7). */
+      /** The tags (sse/event-tag.ts: id and digest) of every recorded event after the cursor, in order (check 7). */
       readonly expected: readonly string[];
     }
   | {
@@ -115,6 +126,16 @@ export function pumpLives(record: IncarnationRecord, now: number, endedHere = fa
   return record.pump !== '' && record.pumpUntil > now && !endedHere;
 }
 
+/**
+ * §7: the record of a position beyond the head may still come. It comes from the instance that
+ * holds the stream, which lives while its pump's lease runs; a lease that ran out names an instance
+ * that died, its unwritten records lost with it. Without the journal no lease is kept, so nothing
+ * tells a live holder from a dead one: such a record is waited for too (bounded by the wait).
+ */
+export function recordMayCome(record: IncarnationRecord, now: number): boolean {
+  return record.state === 'open' && (record.pump === '' || record.pumpUntil > now);
+}
+
 export function decide(facts: ResumptionFacts): Decision {
   const { session, cursor, view } = facts;
 
@@ -137,7 +158,11 @@ export function decide(facts: ResumptionFacts): Decision {
 
   // 4. unknown_stream: the incarnation, or the cursor's position in it, is not recorded. A cursor
   // below a journal's window is recorded enough to be a gap (J5, below).
+  // A position beyond the head whose record may still come is waited for first (§7).
   const { seq } = cursor.fields;
+  if (view && seq > view.record.head && !facts.recordAwaited && recordMayCome(view.record, facts.now ?? 0)) {
+    return { kind: 'await_record', incarnation: view.record.id, seq };
+  }
   if (!view || seq > view.record.head) return newStream('unknown_stream');
   const { record } = view;
   const journaled = facts.journal === true && record.journaled;
@@ -184,12 +209,13 @@ export function decide(facts: ResumptionFacts): Decision {
 
   // 7. gap, where no replay can be asked for: a closed stream has no owner stream to resume,
   // and a position the gateway made itself (a signal) has no owner id to resume after. Or the
-  // owner was asked, and did not replay exactly.
+  // owner was asked, and did not replay exactly; or its log diverged from what was recorded
+  // (E6: the incarnation is marked `diverged`, and its owner is never asked again).
   // With the journal, that is a pump gone (J3): the owner's log takes the stream over where it can,
   // else the journal's events go, and what follows them cannot be proven contiguous.
   const expected = view.after.filter((id): id is string => id !== null);
   const replayable = record.state === 'open' && view.at !== null && expected.length === view.after.length && !facts.replayFailed;
-  if (replayable) return { kind: 'continue', session, view, incarnation: record.id, owner: record.owner, seq, upstreamId: view.at!, expected };
+  if (replayable) return { kind: 'continue', session, view, incarnation: record.id, owner: record.owner, seq, upstreamId: tagId(view.at!), expected };
   if (journaled && seq < record.head) return fromJournal(false);
   return postStream('gap');
 }

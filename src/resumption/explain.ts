@@ -10,7 +10,7 @@
  */
 import { parseCursor, type CursorCodec, type DecodeResult, type ForeignWhy } from '../cursor/codec.js';
 import type { Fleet, Health } from '../fleet/index.js';
-import { INCARNATIONS_LISTED, type IncarnationRecord, type IncarnationView, type SessionRecord, type Store } from '../store/types.js';
+import { INCARNATIONS_LISTED, type IncarnationRecord, type IncarnationState, type IncarnationView, type SessionRecord, type Store } from '../store/types.js';
 import { decide, type Decision, type Reason } from './decide.js';
 import { gatherFacts } from './facts.js';
 import { echoLastEventId } from './signal.js';
@@ -37,7 +37,7 @@ export interface ExplainDeps {
 export interface IncarnationSummary {
   readonly id: string;
   readonly kind: 'get' | 'post';
-  readonly state: 'open' | 'closed';
+  readonly state: IncarnationState;
   readonly owner: string;
   /** The recorded window: positions base..head have their records. */
   readonly base: number;
@@ -152,6 +152,11 @@ export async function explainCursor(deps: ExplainDeps, value: string, sessionId:
   if (facts.session && facts.ownerHealth === undefined && !facts.ownerGone) {
     notes.push("the owner's health is not known here (only a running gateway probes it): a suspect owner would get 503");
   }
+  if (facts.view?.record.state === 'diverged') {
+    notes.push(
+      `the owner ${facts.view.record.owner} sent an event of this stream under an upstream id already recorded for another event (it numbers its events anew, E6): no resumption of it is continued from the owner again; give the replica an event log that replays, or turn the journal on`,
+    );
+  }
   const decision = decide(facts);
   return {
     cursor: {
@@ -195,6 +200,13 @@ function answerOf(decision: Decision, mode: 'signal' | 'reject'): ResumptionAnsw
       return { outcome: 'rejected', reason: decision.reason, status: 404, detail: 'Session not found (R3)' };
     case 'unavailable':
       return { outcome: 'unavailable', reason: 'none', status: 503, detail: `the owner ${decision.owner} is suspected: 503 with Retry-After` };
+    case 'await_record':
+      return {
+        outcome: 'continued',
+        reason: 'none',
+        status: 200,
+        detail: `position ${decision.seq} is not recorded yet, and the instance that holds the stream may still record it (written late after a store outage): the decision waits for it up to resumption.replayTimeoutMs, then decides again (unknown_stream if it never came)`,
+      };
     case 'complete':
       return { outcome: 'continued', reason: 'none', status: 204, detail: 'the cursor is the last event of a stream that is over: nothing follows' };
     case 'continue':

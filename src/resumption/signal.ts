@@ -1,7 +1,7 @@
 /**
  * The wire format of a resumption that is not a continuation (CONTRACT.md §5): the headers, and
  * the events of the signal stream. Codes, methods and messages come from the registry (errors.ts);
- * the 410 of reject mode is an answer like the others (GW_NOT_RESUMABLE, routing/answers.ts).
+ * the 410 of reject mode is an answer like the others (GW_NOT_RESUMABLE, answers.ts).
  */
 import { ERROR_CODES } from '../errors.js';
 import type { JsonRpcId } from '../store/types.js';

@@ -9,13 +9,14 @@ import type { CursorKeys } from '../cursor/keys.js';
 import { describe } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
 import { requestHeadersForReplica, SESSION_HEADER } from '../headers.js';
-import type { Logger } from '../logger.js';
+import { shortId, type Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { RecentIds } from '../recent-ids.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import type { Pumps } from '../streams/pumps.js';
 import type { SseStreams } from '../streams/sse-streams.js';
-import { faultOf, isKnownFault } from '../fleet/faults.js';
+import type { Tracing } from '../tracing/index.js';
+import { faultOf, isKnownFault } from '../upstream/faults.js';
 import {
   ClientGone,
   describeUpstreamError,
@@ -24,9 +25,9 @@ import {
   type UpstreamResponse,
   type Upstreams,
 } from '../upstream/index.js';
-import type { Answering } from './answers.js';
+import type { Answering } from '../answers.js';
 import type { BindingCache } from './bindings.js';
-import { shortId, type RequestLog } from './request-log.js';
+import type { RequestLog } from '../request-log.js';
 
 /** Sessions whose loss was logged, remembered so as not to log it again (a few hundred KB at most). */
 const LOST_SESSIONS_REMEMBERED = 4096;
@@ -50,6 +51,8 @@ export interface ProxyDeps {
   requests: RequestLog;
   /** The gateway's own answers. */
   answer: Answering;
+  /** The process's traces; unset: off. */
+  tracing?: Tracing | undefined;
 }
 
 /** What the gateway adds to a forwarded request and its response. */
@@ -65,12 +68,12 @@ export interface Forwarding {
   legacySse?: true;
   /**
    * Aims the request at another URL of the replica than its MCP endpoint (the HTTP+SSE transport's
-   * endpoints, eras/legacy-sse.ts): the replica as it is configured, with `url` the exact target.
+   * endpoints, legacy-sse.ts): the replica as it is configured, with `url` the exact target.
    */
   via?: (replica: ReplicaConfig) => ReplicaConfig;
   /**
    * Reads the replica's answer on its way to the client (eras/tasks.ts: a task it creates;
-   * eras/legacy-sse.ts: the session an SSE stream announces).
+   * legacy-sse.ts: the session an SSE stream announces).
    */
   watch?: (response: UpstreamResponse, replica: ReplicaConfig) => UpstreamResponse;
 }
@@ -141,7 +144,7 @@ export function createForwarder(deps: ProxyDeps) {
 
 
   /**
-   * A request to `replica` that failed, answered as its fault says (fleet/faults.ts): the replica's
+   * A request to `replica` that failed, answered as its fault says (upstream/faults.ts): the replica's
    * health changes only for what the replica did. `gone` answers a refused connection (R4: the
    * process is gone); the client went away: nothing to answer.
    */

@@ -6,10 +6,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isStoreError } from '../errors.js';
 import { headerValue, SESSION_HEADER } from '../headers.js';
-import { faultOf } from '../fleet/faults.js';
+import { faultOf } from '../upstream/faults.js';
 import { describeUpstreamError, discard, UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
-import { shortId } from './request-log.js';
+import { shortId } from '../logger.js';
 import type { Respond } from './respond.js';
 
 export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {

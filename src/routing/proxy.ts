@@ -8,8 +8,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CACHE_HEADER, CACHEABLE_METHODS, cacheKey, createResultCache, watchForCache } from '../eras/cache.js';
 import { classify, methodLabel, type ModernMessage } from '../eras/classify.js';
-import { createLegacySse } from '../eras/legacy-sse.js';
-import { createTaskRequests } from '../eras/task-requests.js';
+import { createLegacySse } from './legacy-sse.js';
+import { createTaskRequests } from './task-requests.js';
 import { requestedTask } from '../eras/tasks.js';
 import { headerValue, LAST_EVENT_ID, SESSION_HEADER } from '../headers.js';
 import { NO_REPLICA } from '../metrics.js';
@@ -43,6 +43,7 @@ export function createProxy(deps: ProxyDeps) {
     loseSession,
     sendFailed,
     principals: deps.principals,
+    tracing: deps.tracing,
   });
   const existingSession = createSessionRequests(deps, forwarder, respond, takeOver);
   const tasks = createTaskRequests(deps, forwarder, respond, newSession);

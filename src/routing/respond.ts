@@ -11,7 +11,7 @@ import { relay } from '../streams/relay.js';
 import type { Attachment } from '../streams/sse-streams.js';
 import { discard, isEventStream, type UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 import type { Forwarding, ProxyDeps } from './forward.js';
-import { shortId } from './request-log.js';
+import { shortId } from '../logger.js';
 
 export type Respond = ReturnType<typeof createRespond>;
 

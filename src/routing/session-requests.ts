@@ -6,12 +6,12 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
-import { sessionTarget } from '../eras/legacy-sse.js';
+import { sessionTarget } from './legacy-sse.js';
 import type { IncarnationRecord, SessionRecord } from '../store/types.js';
 import { askOwner, planPlainGet } from '../streams/held-get.js';
 import type { UpstreamAbort } from '../upstream/index.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
-import { shortId } from './request-log.js';
+import { shortId } from '../logger.js';
 import type { Respond } from './respond.js';
 
 /** A plain GET taking its session's held GET stream over (resumption/resume.ts). */

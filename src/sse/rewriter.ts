@@ -32,18 +32,27 @@ import { responseIds } from '../jsonrpc.js';
 import { JournalFrames, JournalFramesBuilder, textOf } from '../store/journal-frames.js';
 import type { JsonRpcId, RecordResult } from '../store/types.js';
 import { scanCanonical, type CanonicalSpan } from './canonical.js';
+import { compareReplayed, eventTag } from './event-tag.js';
 import { SseParser, type SseEvent, type SseItem } from './parser.js';
 import { commentText, eventText, eventTextWithCursor, journaledWithCursor } from './serializer.js';
 
 export interface RecordSink {
   /**
-   * Records positions fromSeq, fromSeq+1, ... with these upstream ids (null: none, or made by the
-   * gateway) and, with the journal, each event's bytes without its id line (J1).
+   * Records positions fromSeq, fromSeq+1, ... with these upstream ids, each as its tag (event-tag.ts:
+   * the id and a digest of the event; null: none, or made by the gateway) and, with the journal,
+   * each event's bytes without its id line (J1).
    * 'ok': the events may leave. A rejection is a record that cannot be made at all.
    */
   record(fromSeq: number, upstreamIds: readonly (string | null)[], responded: readonly JsonRpcId[], payloads?: JournalFrames): Promise<RecordResult>;
   /** J3: renews the pump's lease with nothing recorded after `head` ('ok' when there is none to renew). */
   renew?(head: number): Promise<RecordResult>;
+  /**
+   * E6: the owner of a continuation sent an event under an upstream id already recorded for the
+   * incarnation, not as its faithful replay (`replay`: among the events it was to replay; `live`:
+   * after them). Marks the incarnation, so that no instance continues it from the owner again;
+   * awaited before the stream ends. Its failure is the sink's to report: the stream ends anyway.
+   */
+  diverged?(when: 'replay' | 'live'): Promise<void>;
 }
 
 export type EndReason =
@@ -55,7 +64,9 @@ export type EndReason =
   /** The sink failed: the events cannot leave without their records (E5). */
   | 'store_failed'
   /** Check 7: the owner's replay was not exactly the recorded events. */
-  | 'gap';
+  | 'gap'
+  /** E6: the owner sent an event under an upstream id recorded for another event (it numbers anew). */
+  | 'reused';
 
 export interface RewriteResult {
   /** Bytes for the client, in order. */
@@ -91,8 +102,30 @@ export interface RewriterOptions {
    * (with a cursor or without), the stream is a call in flight, which a shutdown lets finish.
    */
   awaiting?: readonly JsonRpcId[];
-  /** A continuation: the owner's ids expected first, in order, renumbered as positions fromSeq+1... */
-  verify?: { readonly expected: readonly string[]; readonly fromSeq: number };
+  /**
+   * J1: the stream begins with a priming event (the gateway's journaled streams; see priming()).
+   * Needs cursors that journal.
+   */
+  prime?: boolean;
+  /** A continuation from the owner's log: see Verify. */
+  verify?: Verify;
+}
+
+/**
+ * A continuation from the owner's log (§5 check 7, E6): the recorded events after the cursor,
+ * expected first, in order, as their tags (event-tag.ts), renumbered as positions fromSeq+1...;
+ * then the live stream, whose events must be new.
+ */
+export interface Verify {
+  readonly expected: readonly string[];
+  readonly fromSeq: number;
+  /**
+   * The upstream ids recorded for the incarnation, as far as the gateway read them: an event under
+   * one of them that is not its faithful replay is never forwarded (E6). The rewriter adds the ids
+   * of the live stream as they pass, at most `limit` in all (the oldest go).
+   */
+  readonly recorded?: Set<string>;
+  readonly limit?: number;
 }
 
 /**
@@ -236,6 +269,11 @@ export class SseRewriter {
     this.#verified = batch.checked;
     for (const id of batch.answers) this.#awaiting.delete(id);
     if (batch.end) this.#ended = batch.end;
+    if (batch.end === 'reused') {
+      // Marked before the stream ends, so that the client's reconnection finds it (E6).
+      const when = batch.checked < (this.#options.verify?.expected.length ?? 0) ? 'replay' : 'live';
+      await this.#cursors?.sink.diverged?.(when);
+    }
     const out = batch.out.length === 1 ? batch.out[0]! : batch.out.length === 0 ? EMPTY : Buffer.concat(batch.out);
     return { out, events: batch.events, ...(batch.end ? { end: batch.end } : {}) };
   }
@@ -257,6 +295,29 @@ export class SseRewriter {
     const result = await this.#cursors.sink.renew(this.#head);
     if (result !== 'ok') this.#ended ??= result;
     return result;
+  }
+
+  /** J1: every event of the stream gets a cursor and is journaled. */
+  get journaled(): boolean {
+    return this.#cursors?.journal === true;
+  }
+
+  /**
+   * J1: how a journaled stream begins. A continuation, with the priming event for the position it
+   * continues after (the cursor the client already holds; nothing to record); a stream that has
+   * issued no cursor yet, with one of its own at its first position ('record': prime()). None for
+   * a stream that is not journaled, or whose first event already carries a cursor (a signal).
+   */
+  priming(): Buffer | 'record' | undefined {
+    if (!this.#options.prime || !this.journaled) return undefined;
+    const { verify } = this.#options;
+    if (verify) return primingEvent(this.#cursors!.codec.issuer(this.#cursors!.sessionId, this.#cursors!.incarnation).encode([verify.fromSeq])[0]!);
+    return this.#issued === 0 ? 'record' : undefined;
+  }
+
+  /** J1: the gateway's priming event (empty data), numbered, recorded and journaled like any other. */
+  prime(): Promise<RewriteResult> {
+    return this.synthetic('');
   }
 
   /** An event made by the gateway itself (a signal), numbered and recorded like any other. */
@@ -344,7 +405,12 @@ export class SseRewriter {
         draft.copy(start, end);
         continue;
       }
-      draft.upstreamIds.push(hasId ? textOf(buf, ascii, idStart + ID_LINE_START.length, idEnd - 1) : null);
+      const id = hasId ? textOf(buf, ascii, idStart + ID_LINE_START.length, idEnd - 1) : null;
+      if (id !== null && this.#reused(id)) {
+        draft.end = 'reused';
+        return buf.length;
+      }
+      draft.upstreamIds.push(id === null ? null : eventTag(id, buf.subarray(start, end)));
       // J1: its bytes without the id line, as they are (the region is valid UTF-8).
       if (journal) draft.journal.copied(start, idStart, idEnd, end, ascii);
       draft.copy(start, idStart);
@@ -368,9 +434,10 @@ export class SseRewriter {
       }
       if (this.#checked < (this.#options.verify?.expected.length ?? 0)) {
         // Check 7: the next replayed event must be the next recorded one, nothing else.
-        const { expected, fromSeq: base } = this.#options.verify!;
-        if (!item.id || item.id !== expected[this.#checked]) {
-          draft.end = 'gap';
+        const { expected, fromSeq: base, recorded = NO_RECORDED } = this.#options.verify!;
+        const compared = item.id ? compareReplayed(expected, this.#checked, item.id, () => eventText(item), recorded) : 'other';
+        if (compared !== 'same') {
+          draft.end = compared === 'reused' ? 'reused' : 'gap';
           break;
         }
         draft.number(item, base + 1 + this.#checked, -1);
@@ -378,13 +445,17 @@ export class SseRewriter {
         draft.events++;
         continue;
       }
+      if (item.id && !synthetic && this.#reused(item.id)) {
+        draft.end = 'reused';
+        break;
+      }
       const answers = this.#options.trackResponses && item.data ? responseIds(item.data) : NO_IDS;
       if (answers.length > 0) draft.answers.push(...answers);
       if (item.id && !this.#cursors) {
         draft.text(eventText({ ...item, id: undefined }));
       } else if (synthetic || item.id || journal) {
         const seq = draft.fromSeq + draft.upstreamIds.length;
-        draft.upstreamIds.push(synthetic || !item.id ? null : item.id);
+        draft.upstreamIds.push(synthetic || !item.id ? null : eventTag(item.id, eventText(item)));
         draft.responded.push(...answers);
         draft.number(item, seq, journal ? draft.journaled(eventText({ ...item, id: undefined })) : -1);
       } else {
@@ -393,6 +464,19 @@ export class SseRewriter {
       }
       draft.events++;
     }
+  }
+
+  /**
+   * E6, on the live stream of a continuation from the owner: true when `id` was recorded for the
+   * incarnation already (the owner numbers anew); else it is recorded among the ids now.
+   */
+  #reused(id: string): boolean {
+    const recorded = this.#options.verify?.recorded;
+    if (recorded === undefined) return false;
+    if (recorded.has(id)) return true;
+    recorded.add(id);
+    if (recorded.size > (this.#options.verify!.limit ?? Infinity)) recorded.delete(recorded.values().next().value!);
+    return false;
   }
 
   #finish(draft: Draft): Batch {
@@ -420,8 +504,14 @@ export class SseRewriter {
   }
 }
 
+/** J1: a priming event, as the client gets it: `cursor` and an empty data field. */
+export function primingEvent(cursor: string): Buffer {
+  return Buffer.from(`id: ${cursor}\ndata: \n\n`, 'latin1');
+}
+
 const EMPTY = Buffer.alloc(0);
 const NO_IDS: readonly JsonRpcId[] = [];
+const NO_RECORDED: ReadonlySet<string> = new Set();
 const NO_CURSORS: readonly string[] = [];
 const LF = 0x0a;
 const CR = 0x0d;

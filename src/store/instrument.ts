@@ -4,12 +4,14 @@
  * for both implementations and for every operation the interface gains.
  */
 import type { Metrics } from '../metrics.js';
+import type { Tracing } from '../tracing/index.js';
 import type { Store } from './types.js';
 
 /** Not operations on the data: closing, and watching notes (synchronous, not a round trip). */
 const UNTIMED = new Set<PropertyKey>(['close', 'watchJournal', 'watchBindings']);
 
-export function instrumentStore(store: Store, metrics: Metrics): Store {
+/** With `tracing`, each operation is also a span (tracing/sdk.ts). */
+export function instrumentStore(store: Store, metrics: Metrics, tracing?: Pick<Tracing, 'storeSpan'>): Store {
   const wrappers = new Map<PropertyKey, unknown>();
   return new Proxy(store, {
     get(target, prop) {
@@ -18,7 +20,8 @@ export function instrumentStore(store: Store, metrics: Metrics): Store {
       let wrapper = wrappers.get(prop);
       if (!wrapper) {
         const op = String(prop);
-        const call = value.bind(target) as (...args: unknown[]) => Promise<unknown>;
+        const bound = value.bind(target) as (...args: unknown[]) => Promise<unknown>;
+        const call = tracing === undefined ? bound : (...args: unknown[]) => tracing.storeSpan(store.kind, op, () => bound(...args));
         wrapper = async (...args: unknown[]) => {
           const end = metrics.storeTimer(op);
           try {

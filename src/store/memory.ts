@@ -13,6 +13,7 @@ import type {
   EventBatch,
   HeldGetRelease,
   IncarnationKind,
+  IncarnationState,
   IncarnationRecord,
   IncarnationView,
   JournalNote,
@@ -48,7 +49,7 @@ interface IncarnationEntry {
   readonly sessionId: string;
   readonly owner: string;
   readonly kind: IncarnationKind;
-  state: 'open' | 'closed';
+  state: IncarnationState;
   head: number;
   base: number;
   attach: number;
@@ -374,11 +375,11 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       return readView(sessionId, incarnationId, afterSeq);
     },
 
-    async closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
+    async closeIncarnation(sessionId: string, incarnationId: string, state: 'closed' | 'diverged' = 'closed'): Promise<void> {
       assertOpen('closeIncarnation');
       const entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined) return;
-      entry.state = 'closed';
+      if (entry.state !== 'diverged') entry.state = state;
       note(sessionId, incarnationId, { kind: 'closed' });
     },
 

@@ -63,6 +63,8 @@ export type JsonRpcId = string | number;
 
 export type IncarnationKind = 'get' | 'post';
 
+export type IncarnationState = 'open' | 'closed' | 'diverged';
+
 /**
  * One SSE stream as the gateway saw it begin (CONTRACT.md §4, §5): owned by the replica that
  * produced it, numbered by the gateway. Position `seq` is the event that carried cursor `seq`;
@@ -74,8 +76,12 @@ export interface IncarnationRecord {
   /** Replica id of the owner. */
   readonly owner: string;
   readonly kind: IncarnationKind;
-  /** open: may go on; closed: the gateway ended it on purpose and nothing will follow. */
-  readonly state: 'open' | 'closed';
+  /**
+   * open: may go on; closed: the gateway ended it on purpose and nothing will follow; diverged:
+   * its owner's log numbered events anew (CONTRACT.md §4 E6): what was recorded stays readable,
+   * but nothing of the owner continues it.
+   */
+  readonly state: IncarnationState;
   /** The last sequence number issued (0 before the first event). */
   readonly head: number;
   /** The lowest position still recorded; positions base..head have their upstream ids. */
@@ -342,8 +348,11 @@ export interface Store {
   /** The incarnation, the session's current GET, and the positions after `afterSeq`. */
   readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null>;
 
-  /** Marks an incarnation closed (ended on purpose) and notes 'closed' to its watchers; unknown ones are ignored. */
-  closeIncarnation(sessionId: string, incarnationId: string): Promise<void>;
+  /**
+   * Marks an incarnation closed (ended on purpose), or `diverged` (E6), and notes 'closed' to its
+   * watchers; unknown ones are ignored. A diverged incarnation is never closed again.
+   */
+  closeIncarnation(sessionId: string, incarnationId: string, state?: 'closed' | 'diverged'): Promise<void>;
 
   /** J3: journaled events after afterSeq (at most limit) with the record, in one step; null: not recorded. */
   readJournal(sessionId: string, incarnationId: string, afterSeq: number, limit: number): Promise<JournalRead | null>;

@@ -18,7 +18,7 @@ import type { Metrics } from '../metrics.js';
 import type { OpenStreams } from './open.js';
 import { pipeSse, type PipeEnd, type SsePipeOptions } from './pipe.js';
 import type { Pump, Pumps } from './pumps.js';
-import { SseRewriter, type CursorTarget } from '../sse/rewriter.js';
+import { SseRewriter, type CursorTarget, type Verify } from '../sse/rewriter.js';
 import type { EventBatch, IncarnationKind, JsonRpcId, Store } from '../store/types.js';
 import type { UnrecordedRecords } from './unrecorded.js';
 
@@ -115,6 +115,7 @@ export class SseStreams {
         },
         // Only a pump holds a lease to renew (the rewriter answers 'ok' without one).
         ...(pump ? { renew: (head: number) => records.renew(head, pump.leaseMs / 3) } : {}),
+        diverged: (when) => this.#diverged(attachment, when),
       },
     };
   }
@@ -123,13 +124,15 @@ export class SseStreams {
   rewriter(
     cursors: CursorTarget | undefined,
     head: number,
-    options: { calls?: readonly JsonRpcId[]; verify?: { expected: readonly string[]; fromSeq: number } },
+    options: { calls?: readonly JsonRpcId[]; verify?: Verify },
   ): SseRewriter {
     return new SseRewriter({
       cursors,
       head,
       maxEventBytes: this.deps.config().limits.sseEventBytes,
       trackResponses: options.calls !== undefined,
+      // J1: every journaled stream begins with the gateway's priming event.
+      prime: cursors?.journal === true,
       ...(options.calls ? { awaiting: options.calls } : {}),
       ...(options.verify ? { verify: options.verify } : {}),
     });
@@ -200,6 +203,22 @@ export class SseStreams {
     const suspicious = how === 'upstream_error' || key.kind === 'get' || !rewriter.answered;
     if (suspicious) await this.deps.fleet.confirmAlive(replica).catch(() => undefined);
     await this.deps.store.releasePump(key.sessionId, key.incarnation, this.deps.instanceId).catch(() => undefined);
+  }
+
+  /**
+   * E6: the owner of a continuation numbers its events anew. The incarnation is marked, so that
+   * every instance answers its resumptions as a gap from now on; the operator hears of the replica.
+   */
+  async #diverged(attachment: Attachment, when: 'replay' | 'live'): Promise<void> {
+    const { logger, metrics, store } = this.deps;
+    metrics.ownerDivergences.inc({ replica: attachment.owner, when });
+    logger.warn(
+      { replica: attachment.owner, when },
+      "the owner sent an event under an upstream id already recorded for another event of the stream: it numbers its events anew (its log does not replay what it sent); nothing of it was forwarded, and the stream's resumptions are gaps from now on",
+    );
+    await store.closeIncarnation(attachment.sessionId, attachment.incarnation, 'diverged').catch((err: unknown) => {
+      logger.error({ err, replica: attachment.owner }, 'the stream could not be marked diverged in the store: a resumption of it may ask the owner again');
+    });
   }
 
   /** An open stream is activity: its session and incarnation must not expire under it. */

@@ -2,14 +2,14 @@
  * Connections to the replicas: two undici Pools per replica, one for GETs (SSE streams, each
  * holding its connection for as long as it lasts, within the replica's stream budget: budget.ts)
  * and one for every other request, so that requests answered with JSON never wait behind streams
- * (CONTRACT.md §7). Whose fault a failed request was is fleet/faults.ts; the probes' two questions
+ * (CONTRACT.md §7). Whose fault a failed request was is faults.ts; the probes' two questions
  * (refused? cut?) are answered here.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
 import type { ReplicaConfig } from '../config/schema.js';
-import { errorCodes } from '../fleet/faults.js';
+import { errorCodes } from './faults.js';
 import { StreamBudgets, type BudgetEvents } from './budget.js';
 
 export { StreamBudgetExceeded } from './budget.js';

@@ -12,6 +12,7 @@ import { logStartFailure, processLog, stopOnSignals } from '../lifecycle.js';
 import { flushLog } from '../logger.js';
 import { buildServer, type Gateway } from '../server.js';
 import { createStore } from '../store/index.js';
+import { startTracing, stopTracing } from '../tracing/index.js';
 import { isMessage, type AdminAnswer, type FromWorker, type ReloadAnswer, type ToWorker } from './messages.js';
 
 export async function runWorker(): Promise<number> {
@@ -31,9 +32,20 @@ export async function runWorker(): Promise<number> {
   const { config, slot } = start;
   const instanceId = newInstanceId();
   const { logger, destination, secrets } = processLog(config, { role: 'worker', worker: slot, instance: instanceId });
-  const store = createStore(config.store, logger);
+  let store;
+  let tracing;
+  try {
+    store = createStore(config.store, logger);
+    tracing = await startTracing(config.tracing);
+  } catch (err) {
+    // As a start that cannot listen: logged as a start failure, the worker exits 1.
+    logStartFailure(logger, err);
+    await store?.close().catch(() => undefined);
+    await flushLog(destination);
+    return 1;
+  }
   const registry = new Registry();
-  const gateway = buildServer(config, { store, registry, logger, secrets, instanceId });
+  const gateway = buildServer(config, { store, registry, logger, secrets, instanceId, tracing });
   process.on('message', (message: ToWorker) => {
     if (!('id' in message)) return;
     answer(gateway, message, (next) => secrets.addConfig(next)).then(
@@ -41,7 +53,7 @@ export async function runWorker(): Promise<number> {
       (err: unknown) => send({ kind: 'failed', id: message.id, error: err instanceof Error ? err.message : String(err) }),
     );
   });
-  const stopped = stopOnSignals(['SIGTERM'], logger, () => gateway.close());
+  const stopped = stopOnSignals(['SIGTERM'], logger, () => gateway.close().then(() => stopTracing(tracing, logger)));
   let mcpUrl: string;
   try {
     ({ mcpUrl } = await gateway.listen({ admin: false }));

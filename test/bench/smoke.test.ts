@@ -73,6 +73,9 @@ t.test('the fleet workloads run end to end: open-loop calls, paced streams throu
   }
   t.ok(row('open-loop', 'gateway-memory', 'added_p99_ms') !== undefined, 'the latency added over direct is reported');
   t.ok((row('streams', 'gateway-redis-journal', 'proxy_and_redis_cpu_us_per_event')?.value ?? 0) > 0, 'the CPU per event counts both instances and Redis');
+  // One sampler for single-path and fleet workloads: the store cost of the streams of both instances.
+  t.ok((row('store-cost', 'gateway-redis-journal', 'store_ops_per_event (streams)')?.value ?? 0) > 0, 'the store operations per event, of both instances');
+  t.ok((row('store-cost', 'gateway-redis-journal', 'redis_cmds_per_event (streams)')?.value ?? 0) > 0, 'the Redis commands per event');
   t.match(row('storm', 'gateway-redis-journal', 'streams'), { value: 20, note: '200 continued: 20' }, 'every stream continued through the other instance');
   t.equal(row('storm', 'gateway-redis-journal', 'lost')?.value, 0, 'the storm lost nothing');
   t.equal(row('storm', 'gateway-redis-journal', 'repeated')?.value, 0, 'and repeated nothing');

@@ -42,6 +42,7 @@ t.test('a file with only replicas gets every default', async (t) => {
       unrecorded: { streamBytes: 1024 * 1024, totalBytes: 64 * 1024 * 1024 },
       recordedEvents: 1024,
       replayBufferBytes: 8 * 1024 * 1024,
+      admission: { maxConcurrent: 64, maxQueued: 1024, queueMs: 500 },
       journal: { enabled: true, maxEvents: 1000, maxBytes: 1024 * 1024, holdMs: 60_000, leaseMs: 6000, maxHeld: 1000 },
     },
     cursor: {},
@@ -49,6 +50,7 @@ t.test('a file with only replicas gets every default', async (t) => {
     limits: { bodyBytes: 4 * 1024 * 1024, headerBytes: 16 * 1024, sseEventBytes: 1024 * 1024, headersTimeoutMs: 10_000, clientConnections: 10_000 },
     shutdown: { graceMs: 10_000, retryHintMs: 1000 },
     log: { level: 'info', requests: false },
+    tracing: { enabled: false },
     tasks: { maxTtlMs: 86_400_000 },
     cache: { enabled: false, maxEntries: 1000, maxBytes: 16 * 1024 * 1024 },
   });

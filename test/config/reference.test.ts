@@ -51,7 +51,7 @@ t.test('the reference has one row per key of a loaded configuration, and the opt
   const reference = configReference();
   const keys = keysOf(reference);
   const config = parseConfig('replicas:\n  - id: r1\n    url: http://127.0.0.1:3001/mcp\n', 'x.yaml', {});
-  const optional = ['health.path', 'health.instanceHeader', 'cursor.secret', 'cursor.previousSecrets', 'security.allowedOrigins', 'store.cluster.nodes', 'store.sentinel.nodes', 'store.sentinel.name', ...['ca', 'cert', 'key', 'servername', 'rejectUnauthorized'].map((key) => `store.tls.${key}`), 'legacySse.path', 'legacySse.messagesPath', 'replicas[].sseUrl'];
+  const optional = ['health.path', 'health.instanceHeader', 'cursor.secret', 'cursor.previousSecrets', 'security.allowedOrigins', 'store.cluster.nodes', 'store.sentinel.nodes', 'store.sentinel.name', ...['ca', 'cert', 'key', 'servername', 'rejectUnauthorized'].map((key) => `store.tls.${key}`), 'legacySse.path', 'legacySse.messagesPath', 'replicas[].sseUrl', ...['endpoint', 'protocol', 'headers', 'timeoutMs', 'sampleRatio', 'serviceName'].map((key) => `tracing.${key}`)];
   t.strictSame([...keys].sort(), [...leafPaths(config), ...optional].sort());
   t.equal(new Set(keys).size, keys.length, 'no key twice');
 });

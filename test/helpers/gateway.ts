@@ -10,6 +10,7 @@ import { createLogger } from '../../src/logger.js';
 import { buildServer, type Gateway } from '../../src/server.js';
 import { createStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/types.js';
+import type { Tracing } from '../../src/tracing/index.js';
 
 export interface Teardown {
   teardown(fn: () => unknown): void;
@@ -37,11 +38,11 @@ export function testConfig(partial: Record<string, unknown>): Config {
   return parseConfig(stringify({ ...base, ...partial }), 'test.yaml', {});
 }
 
-export async function startGateway(t: Teardown, partial: Record<string, unknown>, store?: Store): Promise<RunningGateway> {
+export async function startGateway(t: Teardown, partial: Record<string, unknown>, store?: Store, tracing?: Tracing): Promise<RunningGateway> {
   const config = testConfig(partial);
   const logger = createLogger(config.log.level);
   const registry = new Registry();
-  const gateway = buildServer(config, { store: store ?? createStore(config.store, logger), registry, logger });
+  const gateway = buildServer(config, { store: store ?? createStore(config.store, logger), registry, logger, tracing });
   const { mcpUrl, adminUrl } = await gateway.listen();
   let closed: Promise<void> | undefined;
   const close = () => (closed ??= gateway.close());

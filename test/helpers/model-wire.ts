@@ -112,11 +112,18 @@ export function wireOpen(url: string, options: { method: string; headers: Record
 /** An SSE body being read: its events so far, whether it ended, and bounded waits on both. */
 export class WireStream {
   readonly events: WireEvent[] = [];
+  /**
+   * The gateway's priming events (CONTRACT.md §8 J1: an id and empty data), kept apart from
+   * `events` as the SDK clients skip them as messages: the model does not resume from them
+   * (priming.test.ts does).
+   */
+  readonly primed: WireEvent[] = [];
   #ended = false;
   #closedByUs = false;
   readonly #waiters = new Set<() => void>();
   readonly #parser = new SseBlockParser((event) => {
-    this.events.push(event);
+    if (isPriming(event)) this.primed.push(event);
+    else this.events.push(event);
     this.#wake();
   });
 
@@ -240,10 +247,17 @@ function blank(): WireEvent {
   return { id: undefined, event: undefined, data: undefined };
 }
 
-/** The events of a complete SSE body. */
+/** A priming event: an id, an empty data field and nothing else. */
+export function isPriming(event: WireEvent): boolean {
+  return event.id !== undefined && event.id !== '' && event.data === '' && event.event === undefined;
+}
+
+/** The events of a complete SSE body, its priming events left out (as WireStream keeps them apart). */
 export function parseSseBody(body: string): WireEvent[] {
   const events: WireEvent[] = [];
-  const parser = new SseBlockParser((e) => events.push(e));
+  const parser = new SseBlockParser((e) => {
+    if (!isPriming(e)) events.push(e);
+  });
   parser.push(new TextEncoder().encode(`${body}\n\n`));
   return events;
 }

@@ -21,6 +21,11 @@ export interface RawStream {
   sentAt: number;
   headersAt: number;
   events: Collected<RawEvent>;
+  /**
+   * The gateway's priming events (CONTRACT.md §8 J1: an id and empty data), kept apart from
+   * `events`: the SDK clients take their id as the stream's position and skip them as messages.
+   */
+  primed: RawEvent[];
   /** Resolves once the response (or the request) has closed. */
   ended: Promise<void>;
   /** The body of a response that is not SSE (first 4 KiB), once it ended. */
@@ -76,6 +81,7 @@ export function rawStreams(t: Teardown) {
 
 function wrap(req: ClientRequest, res: IncomingMessage, sentAt: number, headersAt: number): RawStream {
   const events = new Collected<RawEvent>();
+  const primed: RawEvent[] = [];
   const sse = (res.headers['content-type'] ?? '').startsWith('text/event-stream');
   let body = '';
   let buffer = '';
@@ -95,7 +101,8 @@ function wrap(req: ClientRequest, res: IncomingMessage, sentAt: number, headersA
     for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
       const parsed = parseBlock(buffer.slice(0, end));
       buffer = buffer.slice(end + 2);
-      if (parsed) events.push(parsed);
+      if (parsed && isPriming(parsed)) primed.push(parsed);
+      else if (parsed) events.push(parsed);
     }
   });
   return {
@@ -104,6 +111,7 @@ function wrap(req: ClientRequest, res: IncomingMessage, sentAt: number, headersA
     sentAt,
     headersAt,
     events,
+    primed,
     ended,
     text: async () => {
       await ended;
@@ -131,4 +139,9 @@ function parseBlock(block: string): RawEvent | undefined {
   if (fields === 0) return undefined;
   event.data = data.join('\n');
   return event;
+}
+
+/** A priming event: an id, an empty data field and nothing else (no event type). */
+export function isPriming(event: RawEvent): boolean {
+  return event.id !== undefined && event.id !== '' && event.data === '' && event.event === undefined;
 }

@@ -16,6 +16,8 @@ export interface ReplicaProcessOptions {
   maxEvents?: number;
   /** false: the replica keeps no event log (--no-event-store), like the SDK's default server. */
   eventStore?: boolean;
+  /** Misbuilt on purpose (--renumber): event ids a counter that a Last-Event-ID sets back, nothing replayed. */
+  renumber?: 'from-cursor' | 'from-1';
 }
 
 export interface ReplicaProcess {
@@ -37,7 +39,7 @@ export type { Teardown } from './processes.js';
 export async function spawnReplicas(
   t: Teardown,
   count: number,
-  opts: { idPrefix?: string; host?: string; maxEvents?: number; eventStore?: boolean } = {},
+  opts: { idPrefix?: string } & Omit<ReplicaProcessOptions, 'id' | 'port'> = {},
 ): Promise<ReplicaProcess[]> {
   const { idPrefix = 'r', ...rest } = opts;
   return Promise.all(Array.from({ length: count }, (_, i) => spawnReplica(t, { ...rest, id: `${idPrefix}${i + 1}` })));
@@ -77,6 +79,7 @@ async function launch(t: Teardown, opts: ReplicaProcessOptions & { port: number 
   if (opts.host !== undefined) args.push('--host', opts.host);
   if (opts.maxEvents !== undefined) args.push('--max-events', String(opts.maxEvents));
   if (opts.eventStore === false) args.push('--no-event-store');
+  if (opts.renumber !== undefined) args.push('--renumber', opts.renumber);
   const proc = spawnProcess(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], t });
   try {
     const listening = await readyLine(proc, `replica ${opts.id}`, (line) => {

@@ -1,6 +1,6 @@
 /**
  * The gateway's own answers on the wire: status, body, the stable code in `Mcp-Gateway-Error`
- * and, where CONTRACT.md does not fix the body, in `error.data.code` (errors.ts, routing/answers.ts).
+ * and, where CONTRACT.md does not fix the body, in `error.data.code` (errors.ts, answers.ts).
  */
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';

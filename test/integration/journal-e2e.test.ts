@@ -10,6 +10,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { startBalancer, type Balancer } from '../helpers/balancer.js';
 import { connect } from '../helpers/client.js';
+import { ownerOf, toolCalls } from '../helpers/demo-calls.js';
 import { post, toolCallBody } from '../helpers/http.js';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startRedisServer } from '../helpers/redis-server.js';
@@ -30,15 +31,6 @@ const CALL_TIMEOUT_MS = bound(STEPS * INTERVAL_MS + 2_500);
 /** A call whose reconnection the test holds in the balancer: it waits for the test's own steps too. */
 const HELD_CALL_TIMEOUT_MS = bound(60_000);
 const ONE_TO = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
-
-interface ToolCalls {
-  [tool: string]: { started: number; finished: number };
-}
-
-async function toolCalls(replica: ReplicaProcess): Promise<ToolCalls> {
-  const health = (await (await fetch(new URL('/healthz', replica.url))).json()) as { toolCalls: ToolCalls };
-  return health.toolCalls;
-}
 
 interface Fleet {
   replicas: ReplicaProcess[];
@@ -64,15 +56,6 @@ async function fleet(t: Test, gateways: number, journal: Record<string, unknown>
   // Everything before the cut goes to the first instance.
   balancer.pin(0);
   return { replicas, gateways: started, balancer };
-}
-
-/** The replica that owns the client's session. */
-async function ownerOf(client: Client, replicas: readonly ReplicaProcess[]): Promise<ReplicaProcess> {
-  const result = await client.callTool({ name: 'whoami', arguments: {} });
-  const id = (result.structuredContent as { replica: string }).replica;
-  const owner = replicas.find((r) => r.id === id);
-  if (owner === undefined) throw new Error(`whoami answered ${id}, not one of the replicas`);
-  return owner;
 }
 
 /** GET responses the client received: status and the resumption headers. */
@@ -286,8 +269,9 @@ t.test("a cursor older than the journal's window: gap, and the call settles", as
 
   const call = await calling;
   const { seen } = call;
-  const resumed = recording.gets.find((g) => g.resumption !== null);
-  t.same(resumed, { status: 200, resumption: 'new-stream', reason: 'gap' }, 'the reconnection is answered as a new stream, reason gap');
+  // The session's GET stream holds its priming cursor too (J1): its reconnection is continued.
+  const resumed = recording.gets.filter((g) => g.resumption !== null && g.resumption !== 'continued');
+  t.same(resumed, [{ status: 200, resumption: 'new-stream', reason: 'gap' }], "the call's reconnection is answered as a new stream, reason gap");
   // The call settles instead of waiting for its timeout, with the response it was journaled with
   // (J4): the events before it are lost (the signal says so), the response is not.
   t.equal(call.error, undefined, 'the call does not fail');
@@ -320,8 +304,9 @@ t.test("a cursor older than the journal's window while the call still runs: gap,
   const call = await calling;
   const { seen } = call;
   t.same(running, { started: 1, finished: 0 }, 'the call still ran when the client came back');
-  const resumed = recording.gets.find((g) => g.resumption !== null);
-  t.same(resumed, { status: 200, resumption: 'new-stream', reason: 'gap' }, 'the reconnection is answered as a new stream, reason gap');
+  // The session's GET stream holds its priming cursor too (J1): its reconnection is continued.
+  const resumed = recording.gets.filter((g) => g.resumption !== null && g.resumption !== 'continued');
+  t.same(resumed, [{ status: 200, resumption: 'new-stream', reason: 'gap' }], "the call's reconnection is answered as a new stream, reason gap");
   t.equal(call.error, undefined, `the call does not fail with -32010 (${JSON.stringify(call.error)})`);
   t.equal(textOf(call.result), `done after ${steps} steps`, 'the call settles with its result');
   t.ok(

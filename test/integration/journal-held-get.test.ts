@@ -253,26 +253,28 @@ for (const [via, name] of [
   });
 }
 
-t.test('the SDK client\'s idle GET stream, cut, is open again at its first reconnect through the other instance', async (t) => {
+t.test('the SDK client\'s idle GET stream, cut, is continued at its first reconnect through the other instance', async (t) => {
   const { gateways } = await fleet(t);
   const balancer = await startBalancer(t, gateways.map((g) => g.url));
   const gate = gatedFetch();
   gate.open();
   balancer.pin(0);
-  const { client } = await connect(t, balancer.url, { fetch: gate.fetch });
+  const { client, sessionId } = await connect(t, balancer.url, { fetch: gate.fetch });
   const errors: string[] = [];
   client.onerror = (err) => errors.push(err.message);
   const logged = collectLogging(client);
   await gate.streams.until(1);
+  // Its priming event recorded, and so on its way to the client (J1): the stream's only event.
+  await waitFor('the GET stream primed', bound(5000), async () => (await sessionView(gateways[0]!, sessionId)).incarnations.some((i) => i.kind === 'get' && i.head >= 1));
   balancer.pin(1);
   balancer.cut();
 
   const [, reopened] = await gate.streams.until(2);
-  t.equal(reopened!.status, 200, 'its plain GET (no event seen, no Last-Event-ID) is answered 200, not the owner\'s 409');
-  t.equal(gate.reconnections.items.length, 0, 'it sent no Last-Event-ID');
+  t.equal(reopened!.status, 200, "its GET, with the cursor of the stream's priming event (J1), is answered 200, not the owner's 409");
+  t.equal(gate.reconnections.items.length, 1, 'it sent that cursor as Last-Event-ID');
   t.equal(await callText(client, 'emit', { count: 1, intervalMs: 0 }), 'emitted 1 on get stream', 'a tools/call after the cut works');
   t.same(await logged.until(1), [1], 'the notification emitted after the reconnect arrives');
-  t.equal(await scrapeMetric(gateways[1]!.adminUrl, 'mcp_gateway_held_takeovers_total'), 1, 'the plain GET took the held stream over');
+  t.equal(await scrapeMetric(gateways[1]!.adminUrl, 'mcp_gateway_continuations_total', { source: 'journal' }), 1, 'the held stream was continued from the journal');
   t.notOk(errors.some((m) => /maximum reconnection attempts/i.test(m)), 'the client never gave its GET stream up', { errors });
 });
 

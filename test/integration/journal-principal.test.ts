@@ -166,7 +166,7 @@ for (const store of ['redis', 'memory'] as const) {
   });
 }
 
-/** Reads an SSE response until its `n`th event with an id; returns that id. */
+/** Reads an SSE response until its `n`th event with an id (the gateway's priming event not counted, J1); returns that id. */
 async function nthEventId(response: Response, n: number): Promise<string> {
   const reader = response.body!.getReader();
   const decoder = new TextDecoder();
@@ -181,7 +181,8 @@ async function nthEventId(response: Response, n: number): Promise<string> {
       const block = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       const id = /^id: ?(.*)$/m.exec(block)?.[1];
-      if (id !== undefined && ++seen === n) return id;
+      const priming = /^id: [^\n]*\ndata: ?$/.test(block);
+      if (id !== undefined && !priming && ++seen === n) return id;
     }
   }
 }

@@ -86,10 +86,14 @@ async function cutToolCall(t: Test, resumeOn: number) {
   await gate.reconnections.until(1);
   // The call runs to its end on the replica while the client is away: held and journaled.
   await waitFor('the tool call answered on the replica', bound(8 * 50), async () => (await toolCalls(owner, 'progress')).finished === 1);
-  await waitFor('the response journaled', bound(1000), async () => (await total(gateways, 'mcp_gateway_journal_events_total')) >= 9 + 1);
+  // With the priming events of the whoami call's stream, the session's GET stream and this call's (J1).
+  await waitFor('the response journaled', bound(1000), async () => (await total(gateways, 'mcp_gateway_journal_events_total')) >= 9 + 1 + 3);
   balancer.pin(resumeOn);
   gate.open();
   const result = await call;
+  // The call's stream and the session's GET stream, which holds its priming cursor (J1): both
+  // continued (the GET reconnects on its own schedule).
+  await waitFor('both streams continued', bound(5000), async () => (await total(gateways, 'mcp_gateway_continuations_total', { source: 'journal' })) >= 2);
   return { gateways, result, progress, owner };
 }
 
@@ -98,7 +102,7 @@ t.test('a tool call cut mid-way: held, journaled, continued on the same instance
   t.same(result.content, [{ type: 'text', text: 'done after 8 steps' }], 'the result, sent while the client was away');
   t.same(progress.items, [1, 2, 3, 4, 5, 6, 7, 8], 'every progress notification once, in order');
   t.same(await toolCalls(owner, 'progress'), { started: 1, finished: 1 }, 'the tool ran once');
-  t.same(await perInstance(gateways, 'mcp_gateway_continuations_total', { source: 'journal' }), [1, 0], 'continued from the journal, by the instance that held it');
+  t.same(await perInstance(gateways, 'mcp_gateway_continuations_total', { source: 'journal' }), [2, 0], 'continued from the journal, by the instance that held it');
   t.equal(await total(gateways, 'mcp_gateway_continuations_total', { source: 'owner' }), 0, 'the owner was never asked to replay');
 });
 
@@ -107,7 +111,7 @@ t.test('a tool call cut mid-way, continued on the other instance from the journa
   t.same(result.content, [{ type: 'text', text: 'done after 8 steps' }], 'the result');
   t.same(progress.items, [1, 2, 3, 4, 5, 6, 7, 8], 'every progress notification once, in order');
   t.same(await toolCalls(owner, 'progress'), { started: 1, finished: 1 }, 'the tool ran once');
-  t.same(await perInstance(gateways, 'mcp_gateway_continuations_total', { source: 'journal' }), [0, 1], 'continued by the other instance');
+  t.same(await perInstance(gateways, 'mcp_gateway_continuations_total', { source: 'journal' }), [0, 2], 'continued by the other instance');
 });
 
 t.test('a GET stream cut: held while the client is away, continued on the other instance, then live through the tail', async (t) => {

@@ -7,7 +7,8 @@
  *
  * The Python client gives its GET stream up after two failed attempts in a row (the SDK's
  * MAX_RECONNECTION_ATTEMPTS), one second apart, so a dropped idle GET stream must be open again at
- * its first reconnect: a plain GET (it saw no event id) that takes the held stream over (J2, J3).
+ * its first reconnect: with the cursor of the gateway's priming event (J1), the stream continued
+ * from the journal (J2, J3).
  */
 import t, { type Test } from 'tap';
 import { startBalancer, type Balancer } from '../helpers/balancer.js';
@@ -67,12 +68,19 @@ async function suite(python: string): Promise<void> {
   const emitted = (seq: number) => (e: ClientEvent) =>
     e.event === 'notification' && e['method'] === 'notifications/message' && (e['params'] as { data?: { seq?: number } }).data?.seq === seq;
 
-  /** A Python client through the balancer, with its GET stream open through instance 0. */
-  async function clientWithGet(t: Test, { balancer }: Fleet, opts: { bindReset?: boolean } = {}): Promise<PythonClient> {
-    balancer.pin(0);
-    const client = await startPythonClient(t, python, balancer.url, opts);
+  const journaled = (f: Fleet) => scrapeMetric(f.gateways[0]!.adminUrl, 'mcp_gateway_journal_events_total');
+
+  /**
+   * A Python client through the balancer, with its GET stream open through instance 0 and primed:
+   * the gateway's priming event (J1), the stream's only event, recorded and so on its way.
+   */
+  async function clientWithGet(t: Test, f: Fleet, opts: { bindReset?: boolean } = {}): Promise<PythonClient> {
+    f.balancer.pin(0);
+    const before = await journaled(f);
+    const client = await startPythonClient(t, python, f.balancer.url, opts);
     t.teardown(() => client.quit());
     await client.next('its GET stream open', established);
+    await waitFor('its GET stream primed', bound(5000), async () => (await journaled(f)) >= before + 1);
     return client;
   }
 
@@ -91,11 +99,11 @@ async function suite(python: string): Promise<void> {
   for (const [name, to] of [['the same instance', 0], ['the other instance', 1]] as const) {
     t.test(`an idle GET stream of the Python client, cut and reopened through ${name}, gets what follows (SDK replica)`, async (t) => {
       const f = tsFleet;
-      const takeovers = await scrapeMetric(f.gateways[to]!.adminUrl, 'mcp_gateway_held_takeovers_total');
+      const continued = await scrapeMetric(f.gateways[to]!.adminUrl, 'mcp_gateway_continuations_total', { source: 'journal' });
       const client = await clientWithGet(t, f);
       const at = await cutAndReopen(client, f, to);
       const reopened = client.events[at]!;
-      t.equal(reopened['lastEventId'], null, 'a plain GET: the stream had carried no event id');
+      t.match(reopened['lastEventId'], /^1\./, "with the cursor of the stream's priming event, its only one (J1)");
       t.equal(reopened['status'], 200, 'answered 200 at once, not 409');
       await client.next('the reopened stream established', established, at);
 
@@ -103,7 +111,7 @@ async function suite(python: string): Promise<void> {
       await client.next('the first notification emitted after the reconnect', emitted(1), at);
       await client.next('the second', emitted(2), at);
       t.equal(await client.call('whoami'), tsReplica.id, 'sticky: the session stays on its replica');
-      t.equal(await scrapeMetric(f.gateways[to]!.adminUrl, 'mcp_gateway_held_takeovers_total'), takeovers + 1, 'the plain GET took the held stream over');
+      t.equal(await scrapeMetric(f.gateways[to]!.adminUrl, 'mcp_gateway_continuations_total', { source: 'journal' }), continued + 1, 'the held stream was continued from the journal');
       t.notOk(client.logMessages().some((m) => GAVE_UP.test(m)), 'the client never gave its GET stream up');
       t.equal(client.events.filter(isGet(409)).length, 0, 'and never saw a 409');
     });
@@ -114,12 +122,12 @@ async function suite(python: string): Promise<void> {
     const client = await clientWithGet(t, f);
     t.equal(await client.call('whoami'), pyReplica.id, 'a tools/call reaches the Python replica');
     const at = await cutAndReopen(client, f, 1);
-    t.equal(client.events[at]!['status'], 200, 'the plain GET is answered 200 at once');
+    t.equal(client.events[at]!['status'], 200, 'its GET, with the priming cursor, is answered 200 at once');
     await client.next('the reopened stream established', established, at);
 
     t.equal(await client.call('emit', { count: 1 }), 'emitted 1 on get stream', 'a tools/call after the cut works');
     await client.next('the notification emitted after the reconnect', emitted(1), at);
-    t.equal(await scrapeMetric(f.gateways[1]!.adminUrl, 'mcp_gateway_held_takeovers_total'), 1, 'the plain GET took the held stream over');
+    t.equal(await scrapeMetric(f.gateways[1]!.adminUrl, 'mcp_gateway_continuations_total', { source: 'journal' }), 1, 'the held stream was continued from the journal');
     t.notOk(client.logMessages().some((m) => GAVE_UP.test(m)), 'the client never gave its GET stream up');
   });
 
@@ -160,8 +168,29 @@ async function suite(python: string): Promise<void> {
   t.test('without a binding the Python client drops notifications/gateway/stream_reset, and still gets the fresh stream', async (t) => {
     const { client, at } = await afterReset(t, false);
     t.equal(client.events.filter((e) => e.event === 'stream_reset').length, 0, 'no binding, nothing delivered');
-    const mentions = client.logMessages().filter((m) => m.includes('notifications/gateway/stream_reset'));
-    t.ok(mentions.some((m) => m.includes('dropped')), 'the SDK logs (at debug) that it dropped the signal', { mentions });
+    // The SDK handles each notification in a task of its own: the drop's log line may follow the
+    // notifications after it, so it is awaited, not looked for.
+    const dropped = await client.next(
+      'the SDK logs (at debug) that it dropped the signal',
+      (e) => e.event === 'log' && String(e['message']).includes('notifications/gateway/stream_reset') && String(e['message']).includes('dropped'),
+    );
+    t.equal(dropped['level'], 'DEBUG', 'at debug');
     t.ok(client.events.slice(at).some(emitted(2)), 'the notifications after it arrive');
+  });
+
+  t.test("a Python client's call whose stream carries nothing before its answer, cut before it: answered, the tool run once (J1)", async (t) => {
+    const client = await clientWithGet(t, tsFleet);
+    const ran = async () => ((await (await fetch(new URL('/healthz', tsReplica.url))).json()) as { toolCalls: Record<string, { started: number; finished: number }> }).toolCalls['progress'];
+    const before = (await ran()) ?? { started: 0, finished: 0 };
+    const from = client.events.length;
+    // No progress token: the tool sends nothing before its answer, 3 s later.
+    const answer = client.call('progress', { steps: 30, intervalMs: 100 });
+    const primed = await client.next("the call's priming cursor", (e) => e.event === 'token', from);
+    tsFleet.balancer.pin(1);
+    tsFleet.balancer.cut();
+    t.equal(await answer, 'done after 30 steps', 'the answer');
+    t.same(await ran(), { started: before.started + 1, finished: before.finished + 1 }, 'the tool ran once, to its end');
+    const resumed = client.events.slice(from).find((e) => e.event === 'http' && e['method'] === 'GET' && e['lastEventId'] === primed['token']);
+    t.match(resumed, { status: 200 }, 'the client resumed the call from the priming cursor');
   });
 }

@@ -16,6 +16,7 @@ t.test('a replica removed by a reload: its streams end, its sessions are lost; a
   const sessionId = await rawSession(gw.url);
   const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
   const stream = new SseReader(response.body!);
+  t.match(await stream.next(), /^id: .+\ndata: ?$/, "the stream's priming event first (J1)");
   const emitted = await post(gw.url, toolCallBody('emit', { count: 1, intervalMs: 1 }), { 'mcp-session-id': sessionId });
   await emitted.text();
   const first = await stream.next();

@@ -1,6 +1,6 @@
 /**
  * With log.requests on, every answer on the MCP endpoint writes one request line
- * (routing/request-log.ts), whoever gave it: forwarded answers, the gateway's own (404, 403, 413)
+ * (src/request-log.ts), whoever gave it: forwarded answers, the gateway's own (404, 403, 413)
  * and every resumption answer (continued, the new-stream signal, 204, stripped), whatever log.level
  * says; off (the default), none. Real processes: a demo replica and the gateway's CLI, its JSON log
  * lines decoded from stdout. Also what a client sees (issue: operators' trust): the

@@ -10,6 +10,8 @@ import { SseReader, startScriptedUpstream } from '../helpers/sse-upstream.js';
 import { bound, waitFor } from '../helpers/wait.js';
 
 const SILENCE_MS = 1500;
+/** J1: a journaled stream's first block, the gateway's priming event (its cursor at position 1, empty data). */
+const PRIMING = /^id: 1\.[A-Za-z0-9_-]{16}\.1\.[^\n]+\ndata: ?$/;
 
 t.test('a long stream passes event by event, through silences longer than every timeout', async (t) => {
   const upstream = await startScriptedUpstream(t);
@@ -28,12 +30,14 @@ t.test('a long stream passes event by event, through silences longer than every 
   t.equal(response.headers.get('content-encoding'), null, 'not compressed');
   const stream = await upstream.nextStream();
   const reader = new SseReader(response.body!);
+  t.match(await reader.next(), PRIMING, "the stream begins with the gateway's priming event, before the replica's first");
 
   for (let i = 1; i <= 5; i++) {
     // The next event is written only once the previous one arrived: a buffering proxy deadlocks here.
     stream.emit(`id: e${i}\ndata: {"n":${i}}\n\n`);
     const block = await reader.next();
-    t.match(block, new RegExp(`^id: 1\\.[A-Za-z0-9_-]{16}\\.${i}\\.[^\\n]+\\ndata: \\{"n":${i}\\}$`), `event ${i} arrived, id rewritten, before event ${i + 1} was written`);
+    // Positions from 2 on: the priming event is the first.
+    t.match(block, new RegExp(`^id: 1\\.[A-Za-z0-9_-]{16}\\.${i + 1}\\.[^\\n]+\\ndata: \\{"n":${i}\\}$`), `event ${i} arrived, id rewritten, before event ${i + 1} was written`);
     if (i === 2 || i === 4) await delay(SILENCE_MS);
   }
   t.equal(await metricValue(gw.registry, 'mcp_gateway_sse_events_total', { replica: 'scripted' }), 5, 'events counted');
@@ -71,6 +75,7 @@ t.test('gateway shutdown ends open streams and still lets the client read what w
   const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' } });
   const stream = await upstream.nextStream();
   const reader = new SseReader(response.body!);
+  t.match(await reader.next(), PRIMING, "the gateway's priming event first (J1)");
   stream.emit('id: a\ndata: before\n\n');
   t.match(await reader.next(), /^id: 1\..+\ndata: before$/);
   await gw.close();
@@ -90,12 +95,13 @@ t.test('with the journal, the client going away leaves the stream held for holdM
   const response = await fetch(gw.url, { headers: { 'mcp-session-id': sessionId, accept: 'text/event-stream' }, signal: abort.signal });
   const stream = await upstream.nextStream();
   const reader = new SseReader(response.body!);
+  t.match(await reader.next(), PRIMING, "the gateway's priming event first (J1)");
   stream.emit('data: one\n\n');
   t.match(await reader.next(), /^id: 1\..+\ndata: one$/, 'a cursor, though the replica sent no id (J1)');
   abort.abort();
   await waitFor('the stream held', bound(1000), async () => (await metricValue(gw.registry, 'mcp_gateway_held_streams')) === 1);
   stream.emit('data: two\n\n');
-  await waitFor('the event journaled while held', bound(1000), async () => (await metricValue(gw.registry, 'mcp_gateway_journal_events_total')) === 2);
+  await waitFor('the event journaled while held', bound(1000), async () => (await metricValue(gw.registry, 'mcp_gateway_journal_events_total')) === 3);
   await stream.closed;
   t.equal(await metricValue(gw.registry, 'mcp_gateway_hold_expiries_total', { reason: 'timeout' }), 1, 'closed when the hold expired');
   t.equal(await metricValue(gw.registry, 'mcp_gateway_held_streams'), 0, 'no longer held');

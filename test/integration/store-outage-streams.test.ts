@@ -3,13 +3,17 @@
  * Redis is stopped or paused (CLIENT PAUSE) past resumption.recordRetryMs; once Redis answers, a
  * cursor issued during the outage continues exactly on another instance; a gateway killed during
  * the outage turns only its unrecorded cursors into unknown_stream; with the journal, a plain GET
- * that the owner opened but the store cannot record gets 503 and the owner's stream is closed.
+ * that the owner opened but the store cannot record gets 503 and the owner's stream is closed; a
+ * resumption that comes, through another instance, before the holder's late records are written
+ * waits for them and continues.
  */
 import t, { type Test } from 'tap';
 import { metricValue, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startGatewayProcess } from '../helpers/gateway-process.js';
 import { post, rawSession, toolCallBody } from '../helpers/http.js';
 import { rawStreams, type RawEvent, type RawStream } from '../helpers/raw-sse.js';
+import { noteChannelPrefix } from '../../src/store/redis/keys.js';
+import { startBalancer } from '../helpers/balancer.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { spawnReplicas, type ReplicaProcess } from '../helpers/replicas.js';
@@ -18,7 +22,7 @@ import { bound, waitFor } from '../helpers/wait.js';
 const STORE_TIMEOUT_MS = 200;
 /** Shorter than the pauses below: under the old rule the stream would have ended after it. */
 const RECORD_RETRY_MS = 300;
-/** Bounds waits for the store's return and the flusher (its pauses are a second at most). */
+/** Bounds waits for the store's return and the flusher (its pauses are 200 ms at most). */
 const DEADLINE_MS = bound(10_000);
 const CURSOR = /^1\.[A-Za-z0-9_-]{16}\.[0-9a-z]+\.[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{22}$/;
 
@@ -148,7 +152,8 @@ t.test('a gateway killed during the outage: only its unrecorded cursors become u
   const [replica] = await spawnReplicas(t, 1);
   const a = await startGatewayProcess(t, settings(redis, replica!));
   // reject mode: answering unknown_stream opens no new stream, so the older cursor stays resumable.
-  const b = await startGateway(t, settings(redis, replica!, { mode: 'reject' }));
+  // Without the journal no lease tells that a is dead: b waits replayTimeoutMs for the record first.
+  const b = await startGateway(t, settings(redis, replica!, { mode: 'reject', replayTimeoutMs: 1000 }));
   const sessionId = await rawSession(a.url);
   const streams = rawStreams(t);
   const stream = await streams.open(a.url, sessionId);
@@ -171,6 +176,7 @@ t.test('a gateway killed during the outage: only its unrecorded cursors become u
   t.equal(unrecorded.status, 410);
   t.equal(unrecorded.headers['mcp-resumption-reason'], 'unknown_stream', 'its unrecorded cursor: unknown_stream, never a gap');
   await unrecorded.text();
+  t.equal(await metricValue(b.registry, 'mcp_gateway_resumption_record_waits_total', { outcome: 'not_recorded' }), 1, 'once its record was waited for in vain');
 
   const recorded = await streams.open(b.url, sessionId, events[1]!.id);
   t.equal(recorded.status, 200);
@@ -214,4 +220,51 @@ t.test('journal on, Redis paused: a plain GET the owner opened gets 503, and the
   t.equal(opened.status, 200, 'once the store answers, a plain GET opens: the owner holds no stream that would refuse it 409');
   await emit(replica!, sessionId, 1);
   t.equal((await opened.events.until(1)).length, 1, 'and gets the live events');
+});
+
+t.test('a resumption through another instance before the holder wrote its late records waits for them, then continues exactly', async (t: Test) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  // Instance a reaches Redis through a TCP relay the test can stall; b reaches it directly, so that
+  // b reads the store while a cannot yet write it, as after a failover one instance is back first.
+  const relay = await startBalancer(t, [redis.url]);
+  const relayed = `redis://127.0.0.1:${new URL(relay.url).port}`;
+  // The journal on, its lease and the wait long enough that a loaded machine does not end either.
+  const resumption = { journal: { enabled: true, leaseMs: 60_000 }, replayTimeoutMs: 60_000 };
+  const base = settings(redis, replica!, resumption);
+  const a = await startGateway(t, { ...base, store: { ...base.store, url: relayed } });
+  const b = await startGateway(t, base);
+  const sessionId = await rawSession(a.url);
+  const streams = rawStreams(t);
+  const stream = await streams.open(a.url, sessionId);
+  await emit(replica!, sessionId, 2);
+  await stream.events.until(2);
+
+  // a's connections cut, and its reconnections held unanswered.
+  relay.pause();
+  relay.cut();
+  await emit(replica!, sessionId, 3);
+  const events = await stream.events.until(5);
+  t.equal(await metricValue(a.registry, 'mcp_gateway_unrecorded_events'), 3, 'the events of the outage left unrecorded, held by a');
+  stream.close();
+
+  const resumed = streams.open(b.url, sessionId, events[3]!.id);
+  // b waits on the stream's note channel: it is subscribed to it while it waits.
+  const channels = `${noteChannelPrefix('mcpgw', sessionId)}*`;
+  await t.resolves(
+    waitFor('b waits for the record', DEADLINE_MS, async () => ((await command(redis.port, ['PUBSUB', 'SHARDCHANNELS', channels])) as unknown[]).length > 0),
+    'b waits for the record instead of answering',
+  );
+  t.equal(await metricValue(b.registry, 'mcp_gateway_resumptions_total'), 0, 'nothing answered yet');
+  relay.resume();
+
+  const continued = await resumed;
+  t.equal(continued.status, 200);
+  t.equal(continued.headers['mcp-resumption'], 'continued', 'continued, not unknown_stream');
+  t.same((await continued.events.until(1)).map((e) => e.id), [events[4]!.id], 'the event after the cursor, under its first cursor');
+  t.equal(await metricValue(b.registry, 'mcp_gateway_resumption_record_waits_total', { outcome: 'recorded' }), 1, 'the wait counted');
+  await emit(replica!, sessionId, 1);
+  const after = await continued.events.until(2);
+  t.equal(seqOf(after[1]!), 1, 'then the live stream');
+  t.equal(after.length, 2, 'nothing repeated');
 });

@@ -235,3 +235,24 @@ t.test('more than one worker needs the Redis store: check-config says so', async
   t.equal(wrong.code, 1);
   t.match(wrong.stderr, /workers: expected an integer of at least 1 or auto\n$/, 'one problem, named once');
 });
+
+t.test('a worker that cannot start its tracing logs why, and the gateway stops', async (t) => {
+  const redis = await startRedisServer(t);
+  const dir = t.testdir({
+    'gateway.yaml': stringify({ workers: 2, store: { type: 'redis', url: redis.url }, replicas: [{ id: 'r1', url: 'http://127.0.0.1:1/mcp' }], listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 } }),
+  });
+  const env = { ...process.env, OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' };
+  const out = await outputOf(spawn(process.execPath, [CLI, '--config', `${dir}/gateway.yaml`], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  t.not(out.code, 0, 'the gateway exits with an error');
+  const lines = `${out.stdout}\n${out.stderr}`.split('\n').flatMap((l) => {
+    try {
+      return [JSON.parse(l) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+  const fatal = lines.find((l) => l['level'] === 60 && l['worker'] !== undefined);
+  t.ok(fatal, 'the worker logs its start failure as a log line, at fatal', { lines });
+  t.match(JSON.stringify(fatal), /grpc is not supported/, 'naming the cause');
+  t.ok(lines.some((l) => l['msg'] === 'a worker exited while starting: stopping'), 'the primary stops');
+});

@@ -148,6 +148,17 @@ t.test('haproxy: round-robin over the gateways, readiness on the admin port, no 
   });
 });
 
+t.test('the traces profile of the compose demo: jaeger receives the gateways\' spans, off unless asked for', async (t) => {
+  const jaeger = services['jaeger'];
+  t.same(jaeger?.profiles, ['traces'], 'jaeger runs only with --profile traces');
+  t.equal(jaeger?.environment?.COLLECTOR_OTLP_ENABLED, 'true', 'and takes OTLP');
+  for (const name of Object.keys(services).filter((n) => n.startsWith('gateway-'))) {
+    const environment = services[name].environment as Record<string, string>;
+    t.equal(environment['OTEL_TRACES_EXPORTER'], '${OTEL_TRACES_EXPORTER:-none}', `${name}: traces off unless OTEL_TRACES_EXPORTER=otlp is set`);
+    t.equal(new URL(environment['OTEL_EXPORTER_OTLP_ENDPOINT']!).host, 'jaeger:4318', `${name} exports to jaeger's OTLP/HTTP port`);
+  }
+});
+
 t.test('prometheus and grafana of the compose demo', async (t) => {
   const prom = parse(read('deploy/prometheus/prometheus.yml')) as Any;
   const config = parseConfig(read('deploy/compose/gateway.yaml'), 'gateway.yaml', {});

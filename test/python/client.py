@@ -9,6 +9,7 @@ It tells what it sees on stdout, one JSON object a line, with an "event" of:
   log           each record of the SDK's loggers: {"logger", "level", "message"}
   notification  each server notification the session surfaces: {"method", "params"}
   stream_reset  notifications/gateway/stream_reset, only with --bind-reset: {"params"}
+  token         each cursor the transport keeps as a call's resumption token: {"id", "token"}
   result        {"id", "text", "isError"}; error {"id", "message"}
 
 Usage: client.py URL [--bind-reset]
@@ -22,10 +23,12 @@ from typing import Any
 
 import anyio
 import httpx2
+from mcp import types
 from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.message import ClientMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
 
@@ -63,13 +66,23 @@ async def on_reset(params: StreamReset) -> None:
     say("stream_reset", params=params.model_dump(mode="json"))
 
 
+async def call_tool(session: ClientSession, command: dict[str, Any]) -> types.CallToolResult:
+    """session.call_tool, with each resumption token the transport keeps for the call reported."""
+
+    async def on_token(token: str) -> None:
+        say("token", id=command["id"], token=token)
+
+    request = types.CallToolRequest(params=types.CallToolRequestParams(name=command["call"], arguments=command.get("arguments") or {}))
+    return await session.send_request(request, types.CallToolResult, metadata=ClientMessageMetadata(on_resumption_token_update=on_token))
+
+
 async def commands(session: ClientSession) -> None:
     while line := await anyio.to_thread.run_sync(sys.stdin.readline):
         command = json.loads(line)
         if command.get("quit"):
             return
         try:
-            result = await session.call_tool(command["call"], command.get("arguments") or {})
+            result = await call_tool(session, command)
             text = "".join(getattr(block, "text", "") for block in result.content)
             say("result", id=command["id"], text=text, isError=bool(result.is_error))
         except Exception as err:  # the test reads it as a failed call

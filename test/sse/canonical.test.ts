@@ -6,6 +6,7 @@
 import t from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
 import { scanCanonical, type CanonicalSpan } from '../../src/sse/canonical.js';
+import { eventTag } from '../../src/sse/event-tag.js';
 import { SseParser } from '../../src/sse/parser.js';
 import { SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
 import { commentText, eventText, eventTextWithCursor, journaledWithCursor } from '../../src/sse/serializer.js';
@@ -68,7 +69,8 @@ function reference(bytes: Buffer, journal: boolean): { out: string; ids: (string
           result.out += eventText(item);
           return;
         }
-        result.ids.push(item.id ? item.id : null);
+        // Recorded as its tag: the id and the digest of the block as the serializer writes it.
+        result.ids.push(item.id ? eventTag(item.id, eventText(item)) : null);
         const cursor = issuer.encode([result.ids.length])[0]!;
         if (!journal) {
           result.out += eventTextWithCursor(item, cursor);

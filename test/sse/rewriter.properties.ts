@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { CursorCodec } from '../../src/cursor/codec.js';
 import { responseIds } from '../../src/jsonrpc.js';
 import type { SseEvent } from '../../src/sse/parser.js';
+import { tagId } from '../../src/sse/event-tag.js';
 import { joinBatches, SseRewriter, type Batch, type RewriterOptions } from '../../src/sse/rewriter.js';
 import { eventText } from '../../src/sse/serializer.js';
 import { property, type NamedProperty } from '../helpers/property.js';
@@ -76,7 +77,7 @@ function rewrite(setup: Setup, chunks: readonly Uint8Array[]): Rewritten {
     events: b.events,
     end: b.end,
     fromSeq: b.fromSeq,
-    upstreamIds: b.upstreamIds,
+    upstreamIds: b.upstreamIds.map((tag) => tag && tagId(tag)),
     responded: b.responded,
     payloads: b.payloads?.texts() ?? [],
     head: b.head,

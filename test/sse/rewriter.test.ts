@@ -1,6 +1,7 @@
 /** The SSE rewriter: cursors for ids, records before release, batches per chunk, replay checks. */
 import t from 'tap';
 import { CursorCodec } from '../../src/cursor/codec.js';
+import { tagId } from '../../src/sse/event-tag.js';
 import { SseParser, type SseEvent } from '../../src/sse/parser.js';
 import { joinBatches, SseRewriter, type RecordSink } from '../../src/sse/rewriter.js';
 import { journaledWithCursor } from '../../src/sse/serializer.js';
@@ -22,7 +23,8 @@ function sink(result: () => Promise<RecordResult> = async () => 'ok'): RecordSin
   return {
     batches,
     record: (fromSeq, upstreamIds, responded) => {
-      batches.push({ fromSeq, upstreamIds, responded });
+      // The ids of the tags recorded (the digests have tests of their own, test/sse/event-tag.test.ts).
+      batches.push({ fromSeq, upstreamIds: upstreamIds.map((tag) => tag && tagId(tag)), responded });
       return result();
     },
   };
@@ -173,7 +175,7 @@ t.test('J1 journal: every event gets a cursor and its bytes without the id line;
   const ids: (readonly (string | null)[])[] = [];
   const journaling: RecordSink = {
     record: async (_fromSeq, upstreamIds, _responded, p) => {
-      ids.push(upstreamIds);
+      ids.push(upstreamIds.map((tag) => tag && tagId(tag)));
       payloads.push(p?.texts() ?? []);
       return 'ok';
     },

@@ -716,6 +716,18 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.match((await read(h.store, 'g1'))?.record, { state: 'closed', head: 1 }, 'closing twice is harmless');
   });
 
+  test('incarnations: a diverged incarnation (E6) says so, takes no more events, and stays diverged', async (t, h) => {
+    await h.store.openIncarnation(incarnation('g1'), LONG_TTL_MS);
+    t.equal(await record(h.store, 'g1', batch(1, ['u1', 'u2'])), 'ok');
+    await h.store.closeIncarnation('s1', 'g1', 'diverged');
+    const view = await read(h.store, 'g1', 0);
+    t.match(view?.record, { state: 'diverged', head: 2 });
+    t.same(view?.after, ['u1', 'u2'], 'its positions stay readable');
+    t.equal(await record(h.store, 'g1', batch(3, ['u3'])), 'stale', 'nothing follows it');
+    await h.store.closeIncarnation('s1', 'g1');
+    t.match((await read(h.store, 'g1'))?.record, { state: 'diverged' }, 'a close after it leaves it diverged');
+  });
+
   test('incarnations: one that is not recorded is missing everywhere', async (t, h) => {
     await bind(h);
     t.equal(await read(h.store, 'nope'), null);

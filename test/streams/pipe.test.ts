@@ -7,9 +7,8 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
-import { CursorCodec } from '../../src/cursor/codec.js';
 import { pipeSse, type PipeEnd, type VerifyFailure } from '../../src/streams/pipe.js';
-import { SseRewriter } from '../../src/sse/rewriter.js';
+import { startedPipe, TEST_INCARNATION, testCodec, testRewriter } from '../helpers/pipe-state.js';
 import { flood, startChain, stoppedReading } from '../helpers/stream-chain.js';
 import { bound, waitFor } from '../helpers/wait.js';
 
@@ -19,13 +18,14 @@ const EVENT_BYTES = 64 * 1024;
 const FLOOD_EVENTS = 512;
 const HELD_LIMIT_BYTES = 16 * EVENT_BYTES;
 const FLOOD_DEADLINE_MS = bound(30_000);
-const codec = new CursorCodec('a-test-secret-of-at-least-32-bytes!!');
 
 interface Options {
   /** A continuation: the replica must first replay these ids. */
   verify?: { expected: string[]; timeoutMs: number; maxBytes: number };
   /** A POST stream: the request ids whose responses it carries. */
   awaiting?: (string | number)[];
+  /** J1: a journaled stream, primed. */
+  prime?: boolean;
 }
 
 interface Piped {
@@ -44,21 +44,9 @@ async function piped(t: Test, options: Options = {}) {
     (res) => res.writeHead(200, { 'content-type': 'text/event-stream' }),
     (body, res: ServerResponse): Piped => {
       const events: number[] = [];
-      const rewriter = new SseRewriter({
-        cursors: options.verify ? { codec, sessionId: 's1', incarnation: 'AAAAAAAAAAAAAAAA', sink: { record: async () => 'ok' } } : undefined,
-        head: options.verify?.expected.length ?? 0,
-        maxEventBytes: 2 * EVENT_BYTES,
-        trackResponses: options.awaiting !== undefined,
-        ...(options.awaiting ? { awaiting: options.awaiting } : {}),
-        ...(options.verify ? { verify: { expected: options.verify.expected, fromSeq: 0 } } : {}),
-      });
+      const rewriter = testRewriter({ awaiting: options.awaiting, verify: options.verify?.expected, prime: options.prime, maxEventBytes: 2 * EVENT_BYTES });
       const pipe = pipeSse({
-        body,
-        res,
-        rewriter,
-        start: () => res.writeHead(200, { 'content-type': 'text/event-stream', 'x-started': 'yes' }),
-        onEvents: (count) => events.push(count),
-        retryHintMs: RETRY_HINT_MS,
+        ...startedPipe(body, res, rewriter, events, RETRY_HINT_MS),
         ...(options.verify
           ? {
               verify: {
@@ -191,7 +179,7 @@ t.test('a continuation: nothing leaves until the replay is verified, then the re
   const client = await clientSide;
   t.equal(client.res.headers['x-started'], 'yes', 'the head of the continuation');
   await client.seen('data: three');
-  const ids = [...client.text().matchAll(/^id: (.+)$/gm)].map((m) => codec.decode(m[1]!, 's1'));
+  const ids = [...client.text().matchAll(/^id: (.+)$/gm)].map((m) => testCodec.decode(m[1]!, 's1'));
   t.same(ids.map((d) => (d.kind === 'ok' ? d.fields.seq : d.kind)), [1, 2, 3], 'the replay under its recorded positions, then on');
   handled.pipe.end();
   t.equal(await handled.pipe.done, 'gateway_end');
@@ -220,4 +208,16 @@ t.test('a continuation whose replica ends before the replay is complete is not v
   replica.res.end('id: u1\ndata: one\n\n');
   t.equal(await handled.failed, 'gap', 'what was replayed is short of what was recorded');
   t.equal(await handled.pipe.done, 'not_verified');
+});
+
+t.test("a journaled stream begins with the gateway's priming event, recorded at its first position, before the replica's events (J1)", async (t) => {
+  const { replica, client: clientSide, handled } = await piped(t, { prime: true });
+  const client = await clientSide;
+  const [first] = testCodec.issuer('s1', TEST_INCARNATION).encode([1]);
+  await client.seen(`id: ${first}\ndata: \n\n`);
+  t.equal(client.text(), `id: ${first}\ndata: \n\n`, 'the priming event alone, before the replica sent anything');
+  replica.res.end('data: one\n\n');
+  const [second] = testCodec.issuer('s1', TEST_INCARNATION).encode([2]);
+  t.same(await client.ended, { body: `id: ${first}\ndata: \n\nid: ${second}\ndata: one\n\n`, aborted: false }, "then the replica's event, at position 2");
+  t.same(handled.events, [1], "the replica's events counted, not the gateway's own");
 });

@@ -9,7 +9,9 @@ import { createLogger } from '../../src/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { createRedisStore } from '../../src/store/redis/index.js';
 import type { Store } from '../../src/store/types.js';
-import { BATCH_COST_BYTES, EVENT_COST_BYTES, UnrecordedRecords, type RecordTarget } from '../../src/streams/unrecorded.js';
+import { BATCH_COST_BYTES, EVENT_COST_BYTES } from '../../src/streams/record-backlog.js';
+import type { RecordTarget } from '../../src/streams/record-target.js';
+import { UnrecordedRecords } from '../../src/streams/unrecorded.js';
 import { testConfig } from '../helpers/gateway.js';
 import { metricValue } from '../helpers/gateway.js';
 import { startRedisServer } from '../helpers/redis-server.js';
@@ -18,7 +20,7 @@ import { JournalFrames } from '../../src/store/journal-frames.js';
 
 const COMMAND_TIMEOUT_MS = 200;
 const TTL_MS = 60_000;
-/** Bounds waits for the flusher once Redis answers again: its pauses are a second at most. */
+/** Bounds waits for the flusher once Redis answers again: its pauses are 200 ms at most. */
 const FLUSH_DEADLINE_MS = bound(1_000 + COMMAND_TIMEOUT_MS);
 
 const server = await startRedisServer(t);

@@ -50,8 +50,29 @@ t.test('3 session_mismatch', async (t) => {
 t.test('4 unknown_stream: incarnation or position not recorded', async (t) => {
   t.match(decide(facts({ view: null })), { kind: 'new_stream', reason: 'unknown_stream' });
   t.match(decide(facts({ view: { ...view, at: undefined, after: [] } })), { kind: 'new_stream', reason: 'unknown_stream' }, 'position trimmed');
-  t.match(decide(facts({ cursor: { kind: 'ok', fields: { incarnation: record.id, seq: 9 } } })), { kind: 'new_stream', reason: 'unknown_stream' }, 'beyond the head');
+  t.match(
+    decide(facts({ cursor: { kind: 'ok', fields: { incarnation: record.id, seq: 9 } }, recordAwaited: true })),
+    { kind: 'new_stream', reason: 'unknown_stream' },
+    'beyond the head, once its record was waited for',
+  );
   t.match(decide(facts({ session: lost, view: null })), { kind: 'new_stream', reason: 'unknown_stream', freshGet: false }, "a lost session's own cursor goes on to 4");
+});
+
+t.test('4, §7: a position beyond the head whose record may still come is waited for, then decided again', async (t) => {
+  const beyond: DecodeResult = { kind: 'ok', fields: { incarnation: record.id, seq: 7 } };
+  const now = 1_000_000;
+  const leased = (pumpUntil: number, change: Partial<IncarnationRecord> = {}): IncarnationView => ({ ...view, record: { ...record, pump: 'gw-a', pumpUntil, ...change } });
+  const waits = { kind: 'await_record', incarnation: record.id, seq: 7 };
+  t.same(decide(facts({ cursor: beyond, view: leased(now + 1), now, journal: true })), waits, "the pump's lease runs: its instance may still record it");
+  t.same(decide(facts({ cursor: beyond, now })), waits, 'no lease kept (journal off): nothing says its holder died');
+  t.same(decide(facts({ cursor: beyond, view: leased(now + 1), now, journal: true, pumpEnded: true })), waits, 'a pump that ended here may still write its backlog');
+  t.match(decide(facts({ cursor: beyond, view: leased(now), now, journal: true })), { kind: 'new_stream', reason: 'unknown_stream' }, 'the lease ran out: lost with its instance');
+  t.match(decide(facts({ cursor: beyond, view: leased(now + 1, { state: 'closed' }), now })), { kind: 'new_stream', reason: 'unknown_stream' }, 'a closed stream records nothing more');
+  t.match(decide(facts({ cursor: beyond, view: leased(now + 1), now, recordAwaited: true })), { kind: 'new_stream', reason: 'unknown_stream' }, 'waited for already: not again');
+  t.match(decide(facts({ cursor: beyond, view: null, now })), { kind: 'new_stream', reason: 'unknown_stream' }, 'an incarnation not recorded at all: nothing to wait on');
+  t.match(decide(facts({ cursor: beyond, session: null })), { kind: 'not_found' }, 'after check 1');
+  const recorded = leased(now + 1, { head: 7 });
+  t.match(decide(facts({ cursor: beyond, view: { ...recorded, at: 'u7', after: [] }, now, recordAwaited: true })), { kind: 'continue', seq: 7 }, 'the record came: continued');
 });
 
 t.test('5 superseded: a newer GET incarnation exists', async (t) => {

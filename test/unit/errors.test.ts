@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { sectionOf } from '../../src/config/reference.js';
 import { ERROR_CODES, type AnswerCode } from '../../src/errors.js';
-import { answerFor, GATEWAY_ERROR_HEADER } from '../../src/routing/answers.js';
+import { answerFor, GATEWAY_ERROR_HEADER } from '../../src/answers.js';
 import { notResumed, outcomeUnknownError, streamResetNotification } from '../../src/resumption/signal.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));

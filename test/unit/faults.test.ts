@@ -1,5 +1,5 @@
 /**
- * src/fleet/faults.ts's table, cause by cause, on real sockets and undici's real errors: R1 hangs
+ * src/upstream/faults.ts's table, cause by cause, on real sockets and undici's real errors: R1 hangs
  * on it (only a request that reached no replica may be tried on another), and so does a replica's
  * health (only what the replica did counts). A refused connection (nothing listens: the replica is
  * gone, R4) and a connect timeout (nothing answered the handshake) reached no one; a connection
@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 import t, { type Test } from 'tap';
 import type { ReplicaConfig } from '../../src/config/schema.js';
-import { faultOf, isKnownFault } from '../../src/fleet/faults.js';
+import { faultOf, isKnownFault } from '../../src/upstream/faults.js';
 import { isRefused, UpstreamAbort, Upstreams } from '../../src/upstream/index.js';
 import { refusingPort } from '../helpers/http.js';
 import { jsonLine, readyLine, spawnProcess } from '../helpers/processes.js';

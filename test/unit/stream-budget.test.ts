@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import t, { type Test } from 'tap';
 import type { ReplicaConfig } from '../../src/config/schema.js';
-import { faultOf } from '../../src/fleet/faults.js';
+import { faultOf } from '../../src/upstream/faults.js';
 import { StreamBudgets } from '../../src/upstream/budget.js';
 import { StreamBudgetExceeded, UpstreamAbort, Upstreams } from '../../src/upstream/index.js';
 import { listenOnLoopback } from '../helpers/http.js';

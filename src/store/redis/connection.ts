@@ -6,6 +6,7 @@
 
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import { GuardedSentinelConnector, GuardedStandaloneConnector } from './socket-errors.js';
 
 /** The TLS of every rediss:// connection (store.tls, its files read): certificates in PEM. */
 export type StoreTls = Pick<TlsOptions, 'ca' | 'cert' | 'key' | 'servername' | 'rejectUnauthorized'>;
@@ -26,8 +27,13 @@ export interface ConnectionOptions {
   autoPipelining?: boolean;
 }
 
-/** Reconnect forever, backing off to one second at most, so service comes back by itself. */
-const backoff = (attempt: number): number => Math.min(50 * 2 ** attempt, 1000);
+/**
+ * Reconnect forever, backing off to 200 ms at most, so service comes back by itself, and soon: the
+ * records of events that flowed during an outage are written within a second of the store's return
+ * (CONTRACT.md §7), which a reconnection a second late would spend alone. An attempt is one
+ * connection per 200 ms to a store that is down: nothing to it.
+ */
+const backoff = (attempt: number): number => Math.min(50 * 2 ** attempt, 200);
 
 /** Where one node is and how to log in to it, from its URL; nothing of it is ever logged. */
 function nodeOptions(url: string, tls: StoreTls = {}): { host: string; port: number; username?: string; password?: string; db?: number; tls?: StoreTls } {
@@ -76,6 +82,8 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     // granted (docs/security.md, Redis ACL).
     disableClientInfo: true,
   } satisfies RedisOptions;
+  // A socket's second error must not end the process (src/store/redis/socket-errors.ts).
+  const Connector = GuardedStandaloneConnector as RedisOptions['Connector'];
 
   if (opts.cluster) {
     const seeds = opts.cluster.nodes.map((url) => nodeOptions(url, opts.tls));
@@ -85,7 +93,7 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     return new Cluster(
       seeds.map(({ host, port }): ClusterNode => ({ host, port })),
       {
-        redisOptions: { ...failFast, username, password, tls },
+        redisOptions: { ...failFast, Connector, username, password, tls },
         // Not to queue callers' commands (run() refuses them while the cluster is not ready), but
         // because ioredis needs it to send a command to a node whose connection is still being
         // set up: without it, its own ready check and concurrent first commands to a node fail.
@@ -111,8 +119,9 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     const sentinels = opts.sentinel.nodes.map((url) => nodeOptions(url, opts.tls));
     const { username: sentinelUsername, password: sentinelPassword, tls: sentinelTLS } = sentinels[0] ?? {};
     const { username, password, db, tls } = nodeOptions(opts.url, opts.tls);
-    return new Redis({
+    const client = new Redis({
       ...failFast,
+      Connector: GuardedSentinelConnector as RedisOptions['Connector'],
       enableAutoPipelining,
       sentinels: sentinels.map(({ host, port }) => ({ host, port })),
       name: opts.sentinel.name,
@@ -127,7 +136,7 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
       tls,
       enableTLSForSentinelMode: tls !== undefined,
       sentinelCommandTimeout: opts.commandTimeoutMs,
-      // All sentinels unreachable: ask them again, backing off to one second at most.
+      // All sentinels unreachable: ask them again, backing off as above.
       sentinelRetryStrategy: backoff,
       // The failover detector's connection to a sentinel that restarted (ioredis waits a minute).
       sentinelReconnectStrategy: backoff,
@@ -139,11 +148,16 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
       retryStrategy: backoff,
       ...resubscribe(role),
     });
+    // ioredis links its own Sentinel connector to the client ('sentinelReconnecting',
+    // 'failoverSubscribed'); a connector given as an option it leaves unlinked.
+    (client as unknown as { connector: { emitter: unknown } }).connector.emitter = client;
+    return client;
   }
 
   const { host, port, username, password, db, tls } = nodeOptions(opts.url, opts.tls);
   return new Redis({
     ...failFast,
+    Connector,
     enableAutoPipelining,
     host,
     port,

@@ -304,11 +304,11 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
-    closeIncarnation(sessionId: string, incarnationId: string): Promise<void> {
+    closeIncarnation(sessionId: string, incarnationId: string, state: 'closed' | 'diverged' = 'closed'): Promise<void> {
       const incKey = incarnationKey(opts.keyPrefix, sessionId, incarnationId);
       journalEnds.forget(incKey);
       return run('closeIncarnation', async () => {
-        await client.gwCloseIncarnation(incKey, channel(sessionId, incarnationId));
+        await client.gwCloseIncarnation(incKey, channel(sessionId, incarnationId), state);
       });
     },
 

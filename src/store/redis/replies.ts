@@ -52,7 +52,7 @@ function toIncarnation(id: string, fields: unknown): IncarnationRecord {
     sessionId === undefined ||
     owner === undefined ||
     (kind !== 'get' && kind !== 'post') ||
-    (state !== 'open' && state !== 'closed') ||
+    (state !== 'open' && state !== 'closed' && state !== 'diverged') ||
     !numbers.every(Number.isSafeInteger) ||
     !Array.isArray(pendingIds) ||
     !pendingIds.every(isJsonRpcId) ||

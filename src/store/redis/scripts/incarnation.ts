@@ -170,10 +170,13 @@ const TOUCH_AND_READ_LUA = `${TOUCH_SESSION_FUNCTION_LUA}${READ_INCARNATION_FUNC
 return { touchSession(KEYS[4], ARGV[1]), readIncarnation(ARGV[2]) }
 `;
 
-/** Marks a recorded incarnation closed, leaving its TTL, and notes it. KEYS: incarnation. ARGV: note channel. */
+/**
+ * Marks a recorded incarnation closed (or diverged: never closed again), leaving its TTL, and
+ * notes it. KEYS: incarnation. ARGV: note channel, state.
+ */
 const CLOSE_INCARNATION_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'closed')
+if redis.call('HGET', KEYS[1], 'state') ~= 'diverged' then redis.call('HSET', KEYS[1], 'state', ARGV[2]) end
 redis.call('SPUBLISH', ARGV[1], 'closed')
 return 1
 `;
@@ -273,7 +276,7 @@ export interface IncarnationScripts {
   gwTouchAndRead(...args: [...IncKeys, session: string, idleTtlMs: number, afterSeq: number]): Promise<unknown>;
   gwReadJournal(...args: [...IncKeys, afterSeq: number, limit: number]): Promise<unknown>;
   gwSessionIncarnations(session: string, index: string, limit: number): Promise<unknown>;
-  gwCloseIncarnation(incKey: string, channel: string): Promise<number>;
+  gwCloseIncarnation(incKey: string, channel: string, state: string): Promise<number>;
   gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
   gwTouchTail(incKey: string, until: number): Promise<number>;
   gwReleasePump(incKey: string, instanceId: string): Promise<number>;

@@ -3,7 +3,8 @@
  * gateway itself (its own answers, every resumption answer). The same call counts the answer in
  * mcp_gateway_requests_total, so that every counted request gets its line: method, path, status,
  * replica (or none), session (shortened), ms, how it ended, the resumption outcome and reason
- * where there is one, the GW_* code of the gateway's own answers, and the client's address.
+ * where there is one, the GW_* code of the gateway's own answers, the trace id when traces are on,
+ * and the client's address.
  *
  * The lines are an access log with a switch of their own, log.requests (off by default, read per
  * request so that SIGHUP turns them on and off), written at info level whatever log.level says.
@@ -13,11 +14,12 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { symbols } from 'pino';
-import type { Config } from '../config/schema.js';
-import type { AnswerCode } from '../errors.js';
-import { headerValue, SESSION_HEADER } from '../headers.js';
-import { LogSecrets, type Logger } from '../logger.js';
-import { NO_REPLICA, type Metrics } from '../metrics.js';
+import type { Config } from './config/schema.js';
+import type { AnswerCode } from './errors.js';
+import { headerValue, SESSION_HEADER } from './headers.js';
+import { LogSecrets, shortId, type Logger } from './logger.js';
+import { NO_REPLICA, type Metrics } from './metrics.js';
+import type { Tracing } from './tracing/index.js';
 
 export type ResumptionOutcome = 'continued' | 'new_stream' | 'rejected' | 'stripped';
 
@@ -52,10 +54,12 @@ export interface RequestLogDeps {
   /** Where answers are counted (the MCP listener's); none for the admin listener's lines. */
   metrics?: Pick<Metrics, 'countRequest' | 'countResumption'>;
   secrets?: LogSecrets | undefined;
+  /** Where the trace id of a line and the resumption decision's event come from; unset: traces off. */
+  tracing?: Pick<Tracing, 'traceId' | 'answered' | 'resumption'> | undefined;
 }
 
 export function createRequestLog(deps: RequestLogDeps) {
-  const { logger, metrics } = deps;
+  const { logger, metrics, tracing } = deps;
   const secrets = deps.secrets ?? new LogSecrets();
   const entries = new WeakMap<FastifyRequest, Entry>();
   /** The entry of a request whose line will be written; none while log.requests is off. */
@@ -78,6 +82,7 @@ export function createRequestLog(deps: RequestLogDeps) {
     /** The answer's status line left: counted now, remembered for the line. */
     answered(request: FastifyRequest, answered: Answered): void {
       metrics?.countRequest(request.method, answered.status, answered.replica);
+      tracing?.answered(request, answered);
       const entry = entryOf(request);
       if (entry === undefined) return;
       entry.status = answered.status;
@@ -89,6 +94,7 @@ export function createRequestLog(deps: RequestLogDeps) {
     /** A request carrying Last-Event-ID: counted in mcp_gateway_resumptions_total, named on the line. */
     resumption(request: FastifyRequest, outcome: ResumptionOutcome, reason: string): void {
       metrics?.countResumption(outcome, reason);
+      tracing?.resumption(request, outcome, reason);
       const entry = entryOf(request);
       if (entry === undefined) return;
       entry.resumption = outcome;
@@ -108,6 +114,8 @@ export function createRequestLog(deps: RequestLogDeps) {
       fields += `,"ms":${Math.round(reply.elapsedTime)},"end":${JSON.stringify(end)}`;
       if (entry.resumption !== undefined) fields += `,"resumption":"${entry.resumption}","reason":${JSON.stringify(entry.reason)}`;
       if (entry.code !== undefined) fields += `,"code":"${entry.code}"`;
+      const traceId = tracing?.traceId(request);
+      if (traceId !== undefined) fields += `,"trace":"${traceId}"`;
       write(requestLine(`${fields},"client":${JSON.stringify(request.ip)}`));
     },
 
@@ -127,9 +135,4 @@ export function createRequestLog(deps: RequestLogDeps) {
 /** The logger's bindings as it writes them (`,"pid":…,"hostname":…,"service":…`). */
 function chindings(logger: Logger): string {
   return (logger as unknown as Record<symbol, string>)[symbols.chindingsSym] ?? '';
-}
-
-/** Enough of a session id to follow it through the logs, not enough to use it. */
-export function shortId(sessionId: string): string {
-  return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
 }

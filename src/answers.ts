@@ -4,9 +4,9 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
-import type { Config } from '../config/schema.js';
-import { answerSpec, jsonRpcError, type AnswerCode } from '../errors.js';
-import { NO_REPLICA } from '../metrics.js';
+import type { Config } from './config/schema.js';
+import { answerSpec, jsonRpcError, type AnswerCode } from './errors.js';
+import { NO_REPLICA } from './metrics.js';
 import type { RequestLog } from './request-log.js';
 
 /** The stable GW_* code of a gateway's own answer, also where CONTRACT.md fixes the body. */

@@ -1,5 +1,5 @@
 /**
- * §9 M2, routing: a `tools/call` answered with a task records the task's holder (tasks.ts); a
+ * §9 M2, routing: a `tools/call` answered with a task records the task's holder (eras/tasks.ts); a
  * request for a recorded task goes to its holder and nowhere else, from any instance; a task
  * whose holder is gone (R4) gets GW_TASK_LOST, never another replica; a task the store does not
  * hold goes to the balancer, as any modern request (it may be one the gateway never saw: created
@@ -8,12 +8,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ReplicaConfig } from '../config/schema.js';
 import { describe, isStoreError } from '../errors.js';
-import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from '../routing/forward.js';
-import type { Respond } from '../routing/respond.js';
+import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
+import type { Respond } from './respond.js';
 import type { TaskRecord } from '../store/types.js';
 import { UpstreamAbort } from '../upstream/index.js';
-import type { ModernMessage } from './classify.js';
-import { shortTaskKey, taskKey, taskTtlMs, watchForTask, type CreatedTask } from './tasks.js';
+import type { ModernMessage } from '../eras/classify.js';
+import { shortTaskKey, taskKey, taskTtlMs, watchForTask, type CreatedTask } from '../eras/tasks.js';
 
 type Route = (request: FastifyRequest, reply: FastifyReply, forwarding: ForwardingPlan) => Promise<unknown>;
 

@@ -1,0 +1,33 @@
+/** The one sampler of bench/ (bench/lib/sampler.ts): what it reads of a group of proxies. */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t, { type Test } from 'tap';
+import { countsBy, delta, storeRows, type Sample } from '../../bench/lib/sampler.js';
+
+async function metricsServer(t: Test, body: string): Promise<string> {
+  const server = createServer((_req, res) => res.end(body));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`;
+}
+
+t.test("a group's counters are summed over its instances, by label", async (t) => {
+  const one = await metricsServer(t, 'mcp_gateway_store_duration_seconds_count{op="record"} 3\nmcp_gateway_store_duration_seconds_count{op="lookup"} 1\n');
+  const two = await metricsServer(t, 'mcp_gateway_store_duration_seconds_count{op="record"} 4\n');
+  const counts = await countsBy([one, undefined, two], 'mcp_gateway_store_duration_seconds_count', 'op');
+  t.strictSame(Object.fromEntries(counts ?? []), { record: 7, lookup: 1 });
+  t.equal(await countsBy([undefined], 'mcp_gateway_store_duration_seconds_count', 'op'), undefined, 'no metrics to read: no counts');
+});
+
+t.test('store rows: per unit, without zeros and without the INFO calls of the sampler', async (t) => {
+  const edge = (redis: Record<string, number>, ops: Record<string, number>): Sample => ({
+    at: 0, proxyCpu: 0, loadCpu: 0, upstreamCpu: 0, redisCpu: 0, redis: new Map(Object.entries(redis)), storeOps: new Map(Object.entries(ops)),
+  });
+  const start = edge({ evalsha: 10, info: 1, get: 5 }, { record: 2 });
+  const end = edge({ evalsha: 30, info: 9, get: 5 }, { record: 12 });
+  t.strictSame(Object.fromEntries(delta(start.redis, end.redis) ?? []), { evalsha: 20 });
+  t.strictSame(storeRows('streams', { kind: 'gateway-redis-journal' }, 'event', 10, start, end), [
+    { workload: 'store-cost', target: 'gateway-redis-journal', metric: 'redis_cmds_per_event (streams)', value: 2, note: 'evalsha=2.00' },
+    { workload: 'store-cost', target: 'gateway-redis-journal', metric: 'store_ops_per_event (streams)', value: 1, note: 'record=1.00' },
+  ]);
+});
