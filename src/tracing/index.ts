@@ -5,13 +5,15 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from '../config/schema.js';
-import type { Logger } from '../logger.js';
+import type { Logger, SessionFingerprint } from '../logger.js';
 
 export interface TracedGateway {
   /** This instance's name among those sharing the store, on each of its server spans. */
   readonly instanceId: string;
   /** The replicas as configured now, to name the one a client span went to. */
   readonly replicas: () => readonly ReplicaConfig[];
+  /** How a session is named on its spans: the keyed fingerprint the logs write. */
+  readonly session: SessionFingerprint;
 }
 
 /** One process's traces: one SDK, shared by every gateway built in the process. */
@@ -20,7 +22,7 @@ export interface Tracing {
   instrument(mcp: FastifyInstance, gateway: TracedGateway): void;
   /** The trace id of a request's span, for its log line. */
   traceId(request: FastifyRequest): string | undefined;
-  /** The answer's status line left: the replica that answered, the session (shortened), the gateway's own code. */
+  /** The answer's status line left: the replica that answered, the session (named by its fingerprint), the gateway's own code. */
   answered(request: FastifyRequest, answered: { readonly replica?: string; readonly session?: string; readonly code?: string }): void;
   /** What a resumption decided (resume.ts), each time it decided: on the request's span, and on the event of its outcome. */
   decided(request: FastifyRequest, decided: Decided): void;

@@ -8,7 +8,7 @@
  * loaded, which traces loaded on demand come too late for, and ioredis's would write each
  * command's keys, which name sessions, into its spans. The server span and the store spans are
  * made here instead, with nothing in them that is secret: no header value, no cursor, no task id,
- * and a session only as the shortened id the request log writes.
+ * and a session only as the keyed fingerprint the request log writes.
  */
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -29,7 +29,6 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { headerValue, SESSION_HEADER } from '../headers.js';
-import { shortId } from '../logger.js';
 import { NO_REPLICA } from '../metrics.js';
 import { packageVersion } from '../version.js';
 import type { Decided, Env, TracedGateway, Tracing } from './index.js';
@@ -73,6 +72,12 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
   undici.setTracerProvider(provider);
   undici.enable();
   const spans = new WeakMap<FastifyRequest, Span>();
+  /** The gateway each request came to: several in one process (tests) share the SDK, each with its own cursor key. */
+  const gateways = new WeakMap<FastifyRequest, TracedGateway>();
+  const nameSession = (request: FastifyRequest, span: Span, sessionId: string): void => {
+    const fingerprint = gateways.get(request)?.session(sessionId);
+    if (fingerprint !== undefined) span.setAttribute(`${PREFIX}.session`, fingerprint);
+  };
   const decisions = new WeakMap<FastifyRequest, Attributes>();
   const madeDecisions = new WeakMap<FastifyRequest, Decided[]>();
   /**
@@ -125,13 +130,14 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       const arrivals = new WeakMap<FastifyRequest, number>();
       mcp.addHook('onRequest', (request, reply, done) => {
         arrivals.set(request, Date.now());
+        gateways.set(request, gateway);
         // Whenever the answer ends (written, or the client gone), whoever answered.
         reply.raw.once('close', () => {
           const span = spans.get(request) ?? start(request, undefined);
           const status = reply.raw.statusCode;
           span.setAttribute('http.response.status_code', status);
           const session = headerValue(request.headers, SESSION_HEADER);
-          if (session !== undefined) span.setAttribute(`${PREFIX}.session`, shortId(session));
+          if (session !== undefined) nameSession(request, span, session);
           if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
           if (!reply.raw.writableFinished) span.setAttribute(`${PREFIX}.aborted`, true);
           span.end();
@@ -156,7 +162,7 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       const span = spans.get(request);
       if (span === undefined) return;
       if (answered.replica !== undefined && answered.replica !== NO_REPLICA) span.setAttribute(`${PREFIX}.replica`, answered.replica);
-      if (answered.session !== undefined) span.setAttribute(`${PREFIX}.session`, shortId(answered.session));
+      if (answered.session !== undefined) nameSession(request, span, answered.session);
       if (answered.code !== undefined) span.setAttribute(`${PREFIX}.code`, answered.code);
     },
     decided(request, decided) {

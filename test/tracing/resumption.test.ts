@@ -92,6 +92,11 @@ for (const journal of [false, true]) {
     t.ok(onA && onB, "both requests' server spans are in the client's trace");
     t.ok(onA!.attributes['mcp_gateway.instance'], 'each names its instance');
     t.not(onB!.attributes['mcp_gateway.instance'], onA!.attributes['mcp_gateway.instance'], 'the call on one instance, the resumption on the other');
+    // The cursor key is agreed through the store the two share: one name for the session on both.
+    const view = (await (await fetch(`${b.adminUrl}/debug/sessions/${sessionId}`)).json()) as { fingerprints?: { current: string } };
+    t.match(view.fingerprints?.current, /^[0-9a-f]{12}$/, "the admin listener names the session's fingerprint");
+    t.equal(onA!.attributes['mcp_gateway.session'], view.fingerprints?.current, 'A names the session by its fingerprint');
+    t.equal(onB!.attributes['mcp_gateway.session'], view.fingerprints?.current, 'and B by the same');
     t.match(onB!.attributes, {
       'http.request.method': 'GET',
       'mcp_gateway.resumption.decision': journal ? 'journal' : 'continue',
@@ -118,7 +123,7 @@ for (const journal of [false, true]) {
 
     for (const span of receiver.spans) {
       const values = attributeValues(span);
-      for (const secret of ['tok-resume-secret', sessionId, ...cursors]) t.notOk(values.some((v) => v.includes(secret)), `${span.name}: no secret in an attribute`);
+      for (const secret of ['tok-resume-secret', sessionId, sessionId.slice(0, 8), ...cursors]) t.notOk(values.some((v) => v.includes(secret)), `${span.name}: no secret in an attribute`);
     }
   });
 }
