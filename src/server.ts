@@ -91,7 +91,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const keys = new CursorKeys(config.cursor, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics, instanceId: deps.instanceId });
-  const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId });
+  const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId, holderSpan: deps.tracing?.holderSpan });
   upstreams.budgets.onMakeRoom((replica) => pumps.makeRoom(replica));
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, fleet, instanceId: agreement.instanceId });
   const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets, session: keys.sessionFingerprint, tracing: deps.tracing });

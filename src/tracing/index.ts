@@ -28,6 +28,8 @@ export interface Tracing {
   decided(request: FastifyRequest, decided: Decided): void;
   /** The outcome of a request carrying Last-Event-ID, with what was decided, as an event on its span. */
   resumption(request: FastifyRequest, outcome: string, reason: string): void;
+  /** The trace context of the active span as a W3C traceparent (that of a stream, kept on its record when it is held); undefined outside any. */
+  holderSpan(): string | undefined;
   /** A span around one store operation, under the request (or stream) that made it. */
   storeSpan<T>(store: string, op: string, call: () => Promise<T>): Promise<T>;
   /** A span of the gateway's own around `call`, under the request that made it; `after` gives its attributes (under mcp_gateway.) from the result. */
@@ -44,6 +46,8 @@ export interface Decided {
   readonly recordAwaited: boolean;
   /** The instance whose pump reads the stream, as its lease names it (J3), and whether it holds it with no client (J2). */
   readonly stream?: { readonly pump: string; readonly held: boolean };
+  /** The span of the stream where it was held (its record's holderSpan): a decision that continues the stream links to it. */
+  readonly holderSpan?: string;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;

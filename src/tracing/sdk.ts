@@ -10,7 +10,20 @@
  * made here instead, with nothing in them that is secret: no header value, no cursor, no task id,
  * and a session only as the keyed fingerprint the request log writes.
  */
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
+import {
+  context,
+  isSpanContextValid,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanContext,
+  type SpanOptions,
+} from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -181,6 +194,12 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       };
       // Where the stream is held: the other instance's spans carry it as mcp_gateway.instance.
       if (decided.stream !== undefined) span.setAttributes({ [`${PREFIX}.stream.pump`]: decided.stream.pump, [`${PREFIX}.stream.held`]: decided.stream.held });
+      // A continuation of a held stream (from the journal, a takeover, the owner's replay) links
+      // to the span that held it, on whichever instance, in whichever trace: once per request.
+      const holder = decided.from === 'gateway' || decided.holderSpan === undefined ? undefined : fromTraceparent(decided.holderSpan);
+      if (holder !== undefined && !made.slice(0, -1).some((d) => d.from !== 'gateway' && d.holderSpan === decided.holderSpan)) {
+        span.addLink({ context: holder, attributes: { [`${PREFIX}.link`]: 'holder' } });
+      }
       decisions.set(request, attributes);
       span.setAttributes(Object.fromEntries(Object.entries(attributes).map(([key, value]) => [`${PREFIX}.resumption.${key}`, value])));
     },
@@ -189,6 +208,10 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       if (span === undefined) return;
       span.setAttributes({ [`${PREFIX}.resumption.outcome`]: outcome, [`${PREFIX}.resumption.reason`]: reason });
       span.addEvent(`${PREFIX}.resumption`, { outcome, reason, ...decisions.get(request) });
+    },
+    holderSpan() {
+      const active = trace.getSpan(context.active())?.spanContext();
+      return active === undefined || !isSpanContextValid(active) ? undefined : `00-${active.traceId}-${active.spanId}-${active.traceFlags.toString(16).padStart(2, '0')}`;
     },
     storeSpan: (store, op, call) => within(`store ${op}`, { kind: SpanKind.CLIENT, attributes: { 'db.system.name': store, 'db.operation.name': op } }, call),
     span: (name, call, after) => within(name, { kind: SpanKind.INTERNAL }, call, after),
@@ -231,6 +254,14 @@ function parentOf(request: FastifyRequest, body: unknown): Context {
   const meta = metaOf(body);
   if (meta !== undefined && typeof meta['traceparent'] === 'string') return propagation.extract(ROOT_CONTEXT, meta);
   return ROOT_CONTEXT;
+}
+
+/** A span context from a W3C traceparent (version 00) as holderSpan wrote it; undefined for anything else. */
+function fromTraceparent(traceparent: string): SpanContext | undefined {
+  const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent);
+  if (match === null) return undefined;
+  const context = { traceId: match[1]!, spanId: match[2]!, traceFlags: Number.parseInt(match[3]!, 16), isRemote: true };
+  return isSpanContextValid(context) ? context : undefined;
 }
 
 /** The JSON-RPC message of a request body, if it is one (not a batch, not a response). */
