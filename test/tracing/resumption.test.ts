@@ -116,6 +116,8 @@ for (const journal of [false, true]) {
       t.equal(onB!.attributes['mcp_gateway.replica'], replica!.id);
       t.equal(toReplica.length, 1, "B's replay request to the replica, under B's span");
       t.equal(toReplica[0]!.attributes['http.request.method'], 'GET');
+      const replay = spans.find((s) => s.name === 'resumption await_replay' && s.parentSpanId === onB!.spanId);
+      t.equal(replay?.attributes['mcp_gateway.resumption.replay'], 'verified', "the wait for the owner's replay, verified, under B's span");
     }
     t.ok(
       spans.some((s) => s.name.startsWith('store ') && s.parentSpanId === onB!.spanId),
