@@ -24,14 +24,16 @@ const CURSOR_SECRET = 'tools-call-cursor-secret-0123456789abcdef';
 const FINGERPRINT = new CursorCodec(CURSOR_SECRET).sessionFingerprint(SESSION);
 
 
-/** A replica answering initialize with SESSION and every other request with a result; it keeps the headers it got. */
-async function startReplica(): Promise<{ url: string; received: IncomingHttpHeaders[] }> {
+/** A replica answering initialize with SESSION and every other request with a result; it keeps the headers and bodies it got. */
+async function startReplica(): Promise<{ url: string; received: IncomingHttpHeaders[]; bodies: string[] }> {
   const received: IncomingHttpHeaders[] = [];
+  const bodies: string[] = [];
   const server = createServer((req, res) => {
     received.push(req.headers);
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
     req.on('end', () => {
+      bodies.push(body);
       if (req.method !== 'POST') {
         res.writeHead(405).end();
         return;
@@ -47,7 +49,7 @@ async function startReplica(): Promise<{ url: string; received: IncomingHttpHead
     });
   });
   const port = await listenOnLoopback(t, server);
-  return { url: `http://127.0.0.1:${port}/mcp`, received };
+  return { url: `http://127.0.0.1:${port}/mcp`, received, bodies };
 }
 
 const byName = (spans: readonly ReceivedSpan[], name: string) => spans.filter((s) => s.name === name);
@@ -110,6 +112,7 @@ for (const protocol of ['http/json', 'http/protobuf'] as const) {
     t.equal(meta?.parentSpanId, META_SPAN, "params._meta's traceparent parents the server span");
     const metaForwarded = replica.received.find((h) => h['traceparent']?.includes(META_TRACE));
     t.ok(metaForwarded, 'and the request to the replica continues that trace');
+    t.ok(replica.bodies.includes(metaBody), 'the body reached the replica as it was sent: read, not rewritten');
 
     const initSpan = receiver.spans.find((s) => s.kind === SERVER && s.attributes['mcp.method.name'] === 'initialize');
     t.equal(initSpan?.attributes['mcp_gateway.session'], FINGERPRINT, "a new session's span names it by its fingerprint, from the answer");
