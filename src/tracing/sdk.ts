@@ -2,7 +2,8 @@
  * The OpenTelemetry SDK, set up once per process when traces are on (tracing/index.ts decides):
  * a tracer provider exporting over OTLP/HTTP (protobuf or JSON), the W3C trace context, the undici
  * instrumentation for the requests to the replicas, and the gateway's own spans: one server span
- * per request, one per store operation, the resumption decision as an event.
+ * per request, one per store operation, the resumption decision as an event, and a link from the
+ * span that continues a held stream to the span that held it (its record's holderSpan).
  *
  * Fastify's and ioredis's instrumentations are not used: both patch the module as it is first
  * loaded, which traces loaded on demand come too late for, and ioredis's would write each
