@@ -8,7 +8,8 @@
  *   `rawPacket`);
  * - the written line is scrubbed of every secret the gateway knows (the cursor secret, store
  *   passwords: see `LogSecrets`) and of every `Bearer` / `Basic` credential;
- * - the store URL is logged through redactUrl, and a session id through shortId.
+ * - the store URL is logged through redactUrl, and a session only as its keyed fingerprint
+ *   (SessionFingerprint), never its id or a part of it.
  */
 import { pino, type DestinationStream, type LevelWithSilent, type Logger } from 'pino';
 import type { Config } from './config/schema.js';
@@ -114,10 +115,12 @@ export function redactUrl(url: string): string {
   }
 }
 
-/** Enough of a session id to follow it through the logs, not enough to use it. */
-export function shortId(sessionId: string): string {
-  return sessionId.length > 8 ? `${sessionId.slice(0, 8)}…` : sessionId;
-}
+/**
+ * How a session is named in a log line or a span: its keyed fingerprint (CursorKeys
+ * sessionFingerprint), the same on every instance of a deployment, from which the id cannot be
+ * had; undefined while the instance has no cursor key yet (the field is then left out).
+ */
+export type SessionFingerprint = (sessionId: string) => string | undefined;
 
 /** A copy of a logged value with nothing secret or raw left in it. */
 export function sanitize(value: unknown, depth: number): unknown {

@@ -2,7 +2,7 @@
  * One line per request on the MCP endpoint, whoever answered it: a replica (forwarded), or the
  * gateway itself (its own answers, every resumption answer). The same call counts the answer in
  * mcp_gateway_requests_total, so that every counted request gets its line: method, path, status,
- * replica (or none), session (shortened), ms, how it ended, the resumption outcome and reason
+ * replica (or none), session (its keyed fingerprint), ms, how it ended, the resumption outcome and reason
  * where there is one, the GW_* code of the gateway's own answers, the trace id when traces are on,
  * and the client's address.
  *
@@ -17,7 +17,7 @@ import { symbols } from 'pino';
 import type { Config } from './config/schema.js';
 import type { AnswerCode } from './errors.js';
 import { headerValue, SESSION_HEADER } from './headers.js';
-import { LogSecrets, shortId, type Logger } from './logger.js';
+import { LogSecrets, type Logger, type SessionFingerprint } from './logger.js';
 import { NO_REPLICA, type Metrics } from './metrics.js';
 import type { Tracing } from './tracing/index.js';
 
@@ -54,6 +54,8 @@ export interface RequestLogDeps {
   /** Where answers are counted (the MCP listener's); none for the admin listener's lines. */
   metrics?: Pick<Metrics, 'countRequest' | 'countResumption'>;
   secrets?: LogSecrets | undefined;
+  /** How a session is named on a line; unset (the admin listener's lines): never named. */
+  session?: SessionFingerprint | undefined;
   /** Where the trace id of a line and the resumption decision's event come from; unset: traces off. */
   tracing?: Pick<Tracing, 'traceId' | 'answered' | 'resumption'> | undefined;
 }
@@ -106,11 +108,12 @@ export function createRequestLog(deps: RequestLogDeps) {
       const entry = entries.get(request);
       if (entry === undefined || entry.status === 0 || entry.written) return;
       entry.written = true;
-      const session = entry.session ?? headerValue(request.headers, SESSION_HEADER);
+      const sessionId = entry.session ?? headerValue(request.headers, SESSION_HEADER);
+      const session = sessionId === undefined ? undefined : deps.session?.(sessionId);
       const query = request.url.indexOf('?');
       const path = query < 0 ? request.url : request.url.slice(0, query);
       let fields = `,"method":${JSON.stringify(request.method)},"path":${JSON.stringify(path)},"status":${entry.status},"replica":${JSON.stringify(entry.replica)}`;
-      if (session !== undefined) fields += `,"session":${JSON.stringify(shortId(session))}`;
+      if (session !== undefined) fields += `,"session":"${session}"`;
       fields += `,"ms":${Math.round(reply.elapsedTime)},"end":${JSON.stringify(end)}`;
       if (entry.resumption !== undefined) fields += `,"resumption":"${entry.resumption}","reason":${JSON.stringify(entry.reason)}`;
       if (entry.code !== undefined) fields += `,"code":"${entry.code}"`;

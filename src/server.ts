@@ -91,10 +91,10 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   const keys = new CursorKeys(config.cursor, store, logger, (secret) => deps.secrets?.add(secret));
   const unrecorded = new UnrecordedRecords({ config: () => config, store, metrics, logger });
   const agreement = new KeyAgreement({ keys, store, logger, metrics, instanceId: deps.instanceId });
-  const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId });
+  const pumps = new Pumps({ config: () => config, store, metrics, logger, instanceId: agreement.instanceId, holderSpan: deps.tracing?.holderSpan });
   upstreams.budgets.onMakeRoom((replica) => pumps.makeRoom(replica));
   const streams = new SseStreams({ config: () => config, store, keys, metrics, logger, openStreams, unrecorded, pumps, fleet, instanceId: agreement.instanceId });
-  const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets, tracing: deps.tracing });
+  const requests = createRequestLog({ config: () => config, logger, metrics, secrets: deps.secrets, session: keys.sessionFingerprint, tracing: deps.tracing });
   const answer = createAnswering({ config: () => config, requests });
   // What the admin listener's /debug endpoints read: the store as it stands, this instance's key
   // and its view of the fleet.
@@ -128,7 +128,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
     clientErrorHandler: clientErrorHandler({ logger, requests, onRefused: (status) => metrics.clientsRefused.inc({ reason: refusalReason(status) }) }),
   });
   applyClientLimits(mcp.server, config.limits);
-  deps.tracing?.instrument(mcp, { instanceId: agreement.instanceId, replicas: () => config.replicas });
+  deps.tracing?.instrument(mcp, { instanceId: agreement.instanceId, replicas: () => config.replicas, session: keys.sessionFingerprint });
   countDroppedConnections(mcp.server, metrics);
   mcp.addHook('preParsing', bodyLimitHook(() => config.limits.bodyBytes));
   mcp.removeAllContentTypeParsers();

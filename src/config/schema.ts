@@ -510,7 +510,7 @@ export const ConfigSchema = Type.Object(
         requests: Type.Boolean({
           default: false,
           description:
-            'one line per request on the MCP endpoint (msg "request": method, path, status, replica, session shortened, ms, how it ended, resumption outcome and reason, GW code, client address), written whatever log.level says, like an access log; off by default: at full load it is the largest cost of logging',
+            'one line per request on the MCP endpoint (msg "request": method, path, status, replica, session (its keyed fingerprint), ms, how it ended, resumption outcome and reason, GW code, client address), written whatever log.level says, like an access log; off by default: at full load it is the largest cost of logging',
         }),
       },
       { additionalProperties: false, default: {} },

@@ -73,7 +73,7 @@ const MAC_LENGTH = 22;
 const MAC_STRIDE = 18;
 const MAC_STRIDE_CHARS = 24;
 const CIPHER = 'aes-256-ecb';
-// Session tags kept, at most; the cache is emptied when full (cheaper than LRU, and a miss costs
+// Session tags (and log fingerprints) kept, at most, each; a cache is emptied when full (cheaper than LRU, and a miss costs
 // one HMAC). Session ids longer than this are not kept at all.
 const TAG_CACHE_SIZE = 10_000;
 const TAG_CACHE_MAX_ID = 256;
@@ -88,6 +88,9 @@ const FINGERPRINT_BYTES = 8;
 const PRINCIPAL_INFO = 'v1 principal';
 /** 128 bits: no two credentials of a fleet share a principal by chance. */
 const PRINCIPAL_BYTES = 16;
+const SESSION_INFO = 'v1 session fingerprint';
+/** 48 bits, 12 hex characters: short enough to read and search, and sessions alive at once do not share one by chance. */
+const SESSION_FINGERPRINT_BYTES = 6;
 
 // Random bytes are drawn for many ids at once: one call per stream cost as much as the rest of
 // opening it.
@@ -111,7 +114,9 @@ class CursorKey {
   readonly #tagKey: KeyObject;
   readonly #macKey: KeyObject;
   readonly #principalKey: KeyObject;
+  readonly #sessionKey: KeyObject;
   readonly #tags = new Map<string, string>();
+  readonly #sessions = new Map<string, string>();
   readonly fingerprint: string;
 
   constructor(ikm: Buffer) {
@@ -120,6 +125,7 @@ class CursorKey {
     this.#tagKey = derive(TAG_INFO);
     this.#macKey = derive(MAC_INFO);
     this.#principalKey = derive(PRINCIPAL_INFO);
+    this.#sessionKey = derive(SESSION_INFO);
     this.fingerprint = createHmac('sha256', derive(FINGERPRINT_INFO)).update(FINGERPRINT_INFO).digest().subarray(0, FINGERPRINT_BYTES).toString('base64url');
   }
 
@@ -131,20 +137,30 @@ class CursorKey {
   // session ids could share a tag. Remembered for the sessions seen last: every stream of a
   // session needs its tag, and a session has many short POST streams.
   tag(sessionId: string): string {
-    let tag = this.#tags.get(sessionId);
-    if (tag === undefined) {
-      tag = createHmac('sha256', this.#tagKey).update(Buffer.from(sessionId, 'utf16le')).digest().subarray(0, TAG_BYTES).toString('base64url');
-      if (typeof sessionId === 'string' && sessionId.length <= TAG_CACHE_MAX_ID) {
-        if (this.#tags.size >= TAG_CACHE_SIZE) this.#tags.clear();
-        this.#tags.set(sessionId, tag);
-      }
-    }
-    return tag;
+    return remembered(this.#tags, sessionId, () => createHmac('sha256', this.#tagKey).update(Buffer.from(sessionId, 'utf16le')).digest().subarray(0, TAG_BYTES).toString('base64url'));
+  }
+
+  /** A subkey of its own: a logged fingerprint says nothing of the session's cursor tag, nor the reverse. */
+  sessionFingerprint(sessionId: string): string {
+    return remembered(this.#sessions, sessionId, () => createHmac('sha256', this.#sessionKey).update(Buffer.from(sessionId, 'utf16le')).digest().subarray(0, SESSION_FINGERPRINT_BYTES).toString('hex'));
   }
 
   streamKey(incarnation: string, tag: string): Buffer {
     return createHmac('sha256', this.#macKey).update(`${VERSION}.${incarnation}.${tag}`, 'latin1').digest();
   }
+}
+
+/** The value of `sessionId` in `cache`, computed once; the cache is emptied when full, and very long ids are not kept. */
+function remembered(cache: Map<string, string>, sessionId: string, compute: () => string): string {
+  let value = cache.get(sessionId);
+  if (value === undefined) {
+    value = compute();
+    if (typeof sessionId === 'string' && sessionId.length <= TAG_CACHE_MAX_ID) {
+      if (cache.size >= TAG_CACHE_SIZE) cache.clear();
+      cache.set(sessionId, value);
+    }
+  }
+  return value;
 }
 
 /**
@@ -195,6 +211,20 @@ export class CursorCodec {
    */
   principal(material: string): string {
     return this.#keys[0]!.principal(material);
+  }
+
+  /**
+   * How a session appears in logs and spans: an HMAC of its id under a subkey of the signing key,
+   * 12 hex characters. The same on every instance that signs with the same key; nothing in it
+   * gives the id away, and without the key it cannot be computed from the id.
+   */
+  sessionFingerprint(sessionId: string): string {
+    return this.#keys[0]!.sessionFingerprint(sessionId);
+  }
+
+  /** The session's fingerprint under every key, the signing key's first: what instances signing with another key of the list print. */
+  sessionFingerprints(sessionId: string): readonly string[] {
+    return this.#keys.map((key) => key.sessionFingerprint(sessionId));
   }
 
   /** The principals of `material` under the previous keys, in order: a session bound before a rotation holds one of them. */

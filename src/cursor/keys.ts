@@ -49,6 +49,13 @@ export class CursorKeys {
   }
 
   /**
+   * How `sessionId` appears in logs and spans (CursorCodec.sessionFingerprint, under the signing
+   * key); undefined until there is a key (a secret to be agreed through a store that has not
+   * answered yet), and then the field is left out rather than shown in any other form.
+   */
+  readonly sessionFingerprint = (sessionId: string): string | undefined => this.#ring?.sessionFingerprint(sessionId);
+
+  /**
    * A reload's cursor keys, in force from now on (the configuration was validated: the codec
    * takes them). Without cursor.secret the keys are agreed through the store again, at the next
    * refresh; until then the running ones stay.

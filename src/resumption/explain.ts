@@ -6,7 +6,7 @@
  *
  * Never shown: the cursor secret (only its fingerprint), the store's address or password, the
  * replicas' own event ids, JSON-RPC request ids (a count only). A session id is shown as the
- * operator gave it.
+ * operator gave it, with its fingerprint: how the logs and spans name it.
  */
 import { parseCursor, type CursorCodec, type DecodeResult, type ForeignWhy } from '../cursor/codec.js';
 import type { Fleet, Health } from '../fleet/index.js';
@@ -76,6 +76,8 @@ export interface Explanation {
   };
   /** The session as the store holds it; null when it holds none (or no session was given). */
   readonly session: SessionSummary | null;
+  /** How the logs and spans name the session given (see sessionFingerprints); absent without a session or a key. */
+  readonly sessionFingerprints?: SessionFingerprints;
   /** The cursor's incarnation, when the cursor is authentic and of the session given. */
   readonly incarnation: {
     readonly recorded: boolean;
@@ -113,8 +115,20 @@ export interface ResumptionAnswer {
   readonly detail: string;
 }
 
+/**
+ * How the logs and spans name a session (CursorCodec.sessionFingerprint): under the signing key,
+ * and under each previous key, which instances not yet past a rotation's second step still sign
+ * with (docs/security.md#cursor-keys).
+ */
+export interface SessionFingerprints {
+  readonly current: string;
+  readonly previous: readonly string[];
+}
+
 export interface SessionView {
   readonly session: SessionSummary | null;
+  /** How the logs and spans name the session; absent while there is no key. */
+  readonly fingerprints?: SessionFingerprints;
   readonly currentGet: string | undefined;
   /** The incarnations the store still holds, newest first (at most INCARNATIONS_LISTED). */
   readonly incarnations: readonly IncarnationSummary[];
@@ -169,6 +183,7 @@ export async function explainCursor(deps: ExplainDeps, value: string, sessionId:
       key: key ? { source: key.source, fingerprint: key.codec.fingerprint, ...previousKey(key.codec, cursor) } : { source: 'none' },
     },
     session: facts.session ? summarizeSession(facts.session, facts.ownerGone, facts.ownerHealth) : null,
+    ...(key && sessionId !== undefined ? { sessionFingerprints: fingerprintsOf(key.codec, sessionId) } : {}),
     incarnation: cursor.kind === 'ok' && facts.session ? summarizeView(facts.view, cursor.fields.seq) : null,
     resumption: answerOf(decision, deps.mode),
     notes,
@@ -177,20 +192,27 @@ export async function explainCursor(deps: ExplainDeps, value: string, sessionId:
 
 /** A session's owner, state, incarnations and open streams. Rejects with a StoreError. */
 export async function viewSession(
-  deps: Pick<ExplainDeps, 'store' | 'fleet' | 'health'>,
+  deps: Pick<ExplainDeps, 'store' | 'fleet' | 'health' | 'key'>,
   sessionId: string,
   here: readonly { incarnation: string; replica: string }[],
 ): Promise<SessionView> {
+  const key = await deps.key();
   const inspected = await deps.store.inspectSession(sessionId, INCARNATIONS_LISTED);
   const { session } = inspected;
   const ownerGone = session ? await deps.fleet.ownerGone(session) : false;
   const incarnations = inspected.incarnations.map(summarizeIncarnation);
   return {
     session: session ? summarizeSession(session, ownerGone, deps.health(session.owner)) : null,
+    ...(key ? { fingerprints: fingerprintsOf(key.codec, sessionId) } : {}),
     currentGet: inspected.currentGet,
     incarnations,
     openStreams: { recorded: incarnations.filter((i) => i.state === 'open').map((i) => i.id), here },
   };
+}
+
+function fingerprintsOf(codec: CursorCodec, sessionId: string): SessionFingerprints {
+  const [current, ...previous] = codec.sessionFingerprints(sessionId);
+  return { current: current!, previous };
 }
 
 /** What the client gets for a decision, in `mode`. */
@@ -298,6 +320,8 @@ export function formatExplanation(e: Explanation): string {
   } else {
     lines.push('session      not held by the store (unknown, expired, or ended long ago)');
   }
+  const f = e.sessionFingerprints;
+  if (f) lines.push(`  logged as  ${f.current}${f.previous.length > 0 ? ` (under cursor.previousSecrets: ${f.previous.join(', ')})` : ''}`);
   const inc = e.incarnation;
   if (inc && !inc.recorded) lines.push('incarnation  not recorded (never, or no longer: expired with its session)');
   if (inc?.record) {

@@ -9,6 +9,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isStoreError } from '../errors.js';
 import { NO_REASON, NO_REPLICA } from '../metrics.js';
 import type { IncarnationRecord, SessionRecord } from '../store/types.js';
+import type { Decided } from '../tracing/index.js';
 import type { PrincipalVerdict } from '../trust/principal.js';
 import { Admission, endTurnOnHeaders } from './admission.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
@@ -187,9 +188,13 @@ const SOURCES: Readonly<Record<Exclude<Decision['kind'], 'await_record'>, 'journ
   unavailable: 'gateway',
 };
 
-/** The instance that pumps a stream, for its trace (none: no pump's lease). */
-function pumpOf(record: IncarnationRecord | undefined): { stream?: { pump: string; held: boolean } } {
-  return record === undefined || record.pump === '' ? {} : { stream: { pump: record.pump, held: record.held } };
+/** The instance that pumps a stream (none: no pump's lease), and the span it was held under, for its trace. */
+function pumpOf(record: IncarnationRecord | undefined): Pick<Decided, 'stream' | 'holderSpan'> {
+  if (record === undefined) return {};
+  return {
+    ...(record.pump !== '' ? { stream: { pump: record.pump, held: record.held } } : {}),
+    ...(record.holderSpan !== undefined ? { holderSpan: record.holderSpan } : {}),
+  };
 }
 
 /** The decisions that serve the session from the gateway's own state (J6): all but the owner's replay and the refusals. */

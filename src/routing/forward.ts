@@ -9,7 +9,7 @@ import type { CursorKeys } from '../cursor/keys.js';
 import { describe } from '../errors.js';
 import type { Fleet } from '../fleet/index.js';
 import { requestHeadersForReplica, SESSION_HEADER } from '../headers.js';
-import { shortId, type Logger } from '../logger.js';
+import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { RecentIds } from '../recent-ids.js';
 import type { SessionRecord, Store } from '../store/types.js';
@@ -93,9 +93,9 @@ export function createForwarder(deps: ProxyDeps) {
   function loseSession(record: SessionRecord, why: string): void {
     deps.bindings.forget(record.sessionId);
     fleet.sessionEnded(record.owner, record.sessionId);
-    if (lostLogged.firstTime(record.sessionId)) logger.info({ session: shortId(record.sessionId), replica: record.owner, why }, 'session lost');
+    if (lostLogged.firstTime(record.sessionId)) logger.info({ session: deps.keys.sessionFingerprint(record.sessionId), replica: record.owner, why }, 'session lost');
     store.endSession(record.sessionId, 'lost', deps.config().sessions.tombstoneTtlMs).catch((err: unknown) => {
-      logger.warn({ err: describe(err), session: shortId(record.sessionId) }, 'cannot record the session as lost');
+      logger.warn({ err: describe(err), session: deps.keys.sessionFingerprint(record.sessionId) }, 'cannot record the session as lost');
     });
   }
 

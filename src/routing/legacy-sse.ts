@@ -14,7 +14,6 @@ import { Transform, pipeline, type Readable } from 'node:stream';
 import type { ReplicaConfig } from '../config/schema.js';
 import { describe, isStoreError } from '../errors.js';
 import type { ForwardingPlan, ProxyDeps } from './forward.js';
-import { shortId } from '../logger.js';
 import { SseParser, type SseItem } from '../sse/parser.js';
 import { serializeComment, serializeEvent } from '../sse/serializer.js';
 import type { SessionRecord } from '../store/types.js';
@@ -131,7 +130,7 @@ export function createLegacySse(deps: ProxyDeps, balanced: Route, existingSessio
       fleet.sessionEnded(replica.id, sessionId);
       const id = sessionId;
       store.endSession(id, 'terminated', config.sessions.tombstoneTtlMs).catch((err: unknown) => {
-        logger.warn({ err: describe(err), session: shortId(id) }, 'cannot record the HTTP+SSE session as ended');
+        logger.warn({ err: describe(err), session: deps.keys.sessionFingerprint(id) }, 'cannot record the HTTP+SSE session as ended');
       });
     });
     const body = pipeline(response.body, watcher, () => undefined) as Readable;

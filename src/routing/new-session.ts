@@ -9,7 +9,6 @@ import { headerValue, SESSION_HEADER } from '../headers.js';
 import { faultOf } from '../upstream/faults.js';
 import { describeUpstreamError, discard, UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
-import { shortId } from '../logger.js';
 import type { Respond } from './respond.js';
 
 export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond: Respond) {
@@ -58,7 +57,7 @@ export function createNewSession(deps: ProxyDeps, forwarder: Forwarder, respond:
         }
         if (!bound) {
           discard(response);
-          logger.error({ replica: replica.id, session: shortId(sessionId) }, 'replica issued a session id that is already recorded');
+          logger.error({ replica: replica.id, session: deps.keys.sessionFingerprint(sessionId) }, 'replica issued a session id that is already recorded');
           return answer(request, reply, 'GW_SESSION_ID_CONFLICT');
         }
         fleet.sessionSeen(replica.id, sessionId);

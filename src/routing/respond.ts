@@ -11,7 +11,6 @@ import { relay } from '../streams/relay.js';
 import type { Attachment } from '../streams/sse-streams.js';
 import { discard, isEventStream, type UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
 import type { Forwarding, ProxyDeps } from './forward.js';
-import { shortId } from '../logger.js';
 
 export type Respond = ReturnType<typeof createRespond>;
 
@@ -77,7 +76,7 @@ export function createRespond(deps: ProxyDeps) {
         // The POST ran on the replica: its answer must reach the client, without cursors. Only when
         // no cursor key can be had (no cursor.secret, and the store never answered to agree one):
         // records themselves wait for the store (streams/unrecorded.ts).
-        logger.warn({ replica: replica.id, session: shortId(sessionId) }, 'store unavailable: this POST stream is not resumable');
+        logger.warn({ replica: replica.id, session: deps.keys.sessionFingerprint(sessionId) }, 'store unavailable: this POST stream is not resumable');
         attachment = undefined;
         cursors = undefined;
       }

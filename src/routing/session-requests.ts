@@ -11,7 +11,6 @@ import type { IncarnationRecord, SessionRecord } from '../store/types.js';
 import { askOwner, planPlainGet } from '../streams/held-get.js';
 import type { UpstreamAbort } from '../upstream/index.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
-import { shortId } from '../logger.js';
 import type { Respond } from './respond.js';
 
 /** A plain GET taking its session's held GET stream over (resumption/resume.ts). */
@@ -81,7 +80,7 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
         await store.endSession(sessionId, 'terminated', config.sessions.tombstoneTtlMs);
       } catch (err) {
         // The replica ended the session; if the store missed it, the owner's 404 ends it later.
-        logger.warn({ err: describe(err), session: shortId(sessionId) }, 'cannot record the session as terminated');
+        logger.warn({ err: describe(err), session: deps.keys.sessionFingerprint(sessionId) }, 'cannot record the session as terminated');
       }
     }
     return respond(request, reply, attempt, response, abort);

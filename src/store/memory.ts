@@ -67,6 +67,7 @@ interface IncarnationEntry {
   tailUntil: number;
   held: boolean;
   clientSeq: number;
+  holderSpan?: string;
   expiresAt: number;
 }
 
@@ -428,12 +429,13 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       entry.held = false;
     },
 
-    async setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined): Promise<void> {
+    async setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined, holderSpan?: string): Promise<void> {
       assertOpen('setHeld');
       const entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined || entry.pump !== instanceId) return;
       entry.held = clientSeq !== undefined;
       if (clientSeq !== undefined) entry.clientSeq = clientSeq;
+      if (holderSpan !== undefined) entry.holderSpan = holderSpan;
     },
 
     async endTail(sessionId: string, incarnationId: string, clientSeq: number): Promise<void> {
@@ -602,6 +604,7 @@ function toRecord(id: string, entry: IncarnationEntry): IncarnationRecord {
     tailUntil: entry.tailUntil,
     held: entry.held,
     clientSeq: entry.clientSeq,
+    ...(entry.holderSpan !== undefined ? { holderSpan: entry.holderSpan } : {}),
     journaled: entry.unjournaled < Math.max(entry.base, 1),
   });
 }

@@ -106,6 +106,12 @@ export interface IncarnationRecord {
    */
   readonly clientSeq: number;
   /**
+   * The trace context (W3C traceparent) of the span that carries the stream on its pump's
+   * instance, as the pump told when it held the stream (setHeld), with traces on: a continuation
+   * through another instance links its span to it. Absent when none was told.
+   */
+  readonly holderSpan?: string;
+  /**
    * J1: true when every event position base..head has its journaled bytes (position 0 is no
    * event). False once a batch without payloads was recorded, until its positions are trimmed.
    */
@@ -384,9 +390,10 @@ export interface Store {
   /**
    * J2: the pump tells whether it holds the stream with no client attached (`clientSeq`: the last
    * position written to the client that left) or has a client again (undefined). Only when
-   * `instanceId` holds the pump's lease; unknown incarnations are ignored.
+   * `instanceId` holds the pump's lease; unknown incarnations are ignored. `holderSpan` (traces
+   * on: the stream's span as a traceparent) is kept on the record as its holderSpan.
    */
-  setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined): Promise<void>;
+  setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined, holderSpan?: string): Promise<void>;
 
   /**
    * J3: a client attached by tailing left, having been written up to `clientSeq`: its tail lease

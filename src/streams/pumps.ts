@@ -43,6 +43,12 @@ export interface PumpsDeps {
   logger: Logger;
   /** This gateway instance, as a pump's lease names it. */
   instanceId: string;
+  /**
+   * Traces on: the trace context (traceparent) of the span a new stream runs under, kept on its
+   * record when it is held, so that the span of its continuation through another instance links
+   * to it. Unset: traces off, nothing more is written.
+   */
+  holderSpan?: (() => string | undefined) | undefined;
 }
 
 export class Pumps {
@@ -72,20 +78,21 @@ export class Pumps {
     return this.#held.size;
   }
 
-  /** What the pipe of a new pump reports to this registry. */
+  /** What the pipe of a new pump reports to this registry; called under the request that opens the stream. */
   holdOptions(key: Key): HoldOptions {
+    const holderSpan = this.#deps.holderSpan?.();
     return {
       untilAnswered: key.kind === 'post',
       onHeld: () => {
         const pump = this.#pumps.get(key.incarnation);
         if (!pump) return;
-        this.#tellHeld(pump, pump.pipe.delivered);
+        this.#tellHeld(pump, pump.pipe.delivered, holderSpan);
         this.#onHeld(pump);
       },
       onAttached: () => {
         const pump = this.#pumps.get(key.incarnation);
         if (!pump) return;
-        this.#tellHeld(pump, undefined);
+        this.#tellHeld(pump, undefined, holderSpan);
         this.#unhold(pump);
       },
     };
@@ -103,11 +110,12 @@ export class Pumps {
   /**
    * A held GET stream is taken over by the session's next plain GET, through any instance
    * (held-get.ts): the store says it is held, and from which position its next client starts.
-   * A lost write only costs that GET the owner's answer (a 409 while this stream is open).
+   * A lost write only costs that GET the owner's answer (a 409 while this stream is open). A held
+   * POST stream is told only with traces on, for its holder's span: nothing else reads it.
    */
-  #tellHeld(pump: Pump, clientSeq: number | undefined): void {
-    if (pump.kind !== 'get') return;
-    this.#deps.store.setHeld(pump.sessionId, pump.incarnation, this.#deps.instanceId, clientSeq).catch(() => undefined);
+  #tellHeld(pump: Pump, clientSeq: number | undefined, holderSpan: string | undefined): void {
+    if (pump.kind !== 'get' && holderSpan === undefined) return;
+    this.#deps.store.setHeld(pump.sessionId, pump.incarnation, this.#deps.instanceId, clientSeq, holderSpan).catch(() => undefined);
   }
 
   #onHeld(pump: Pump): void {

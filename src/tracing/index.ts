@@ -5,13 +5,15 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config, ReplicaConfig } from '../config/schema.js';
-import type { Logger } from '../logger.js';
+import type { Logger, SessionFingerprint } from '../logger.js';
 
 export interface TracedGateway {
   /** This instance's name among those sharing the store, on each of its server spans. */
   readonly instanceId: string;
   /** The replicas as configured now, to name the one a client span went to. */
   readonly replicas: () => readonly ReplicaConfig[];
+  /** How a session is named on its spans: the keyed fingerprint the logs write. */
+  readonly session: SessionFingerprint;
 }
 
 /** One process's traces: one SDK, shared by every gateway built in the process. */
@@ -20,12 +22,14 @@ export interface Tracing {
   instrument(mcp: FastifyInstance, gateway: TracedGateway): void;
   /** The trace id of a request's span, for its log line. */
   traceId(request: FastifyRequest): string | undefined;
-  /** The answer's status line left: the replica that answered, the session (shortened), the gateway's own code. */
+  /** The answer's status line left: the replica that answered, the session (named by its fingerprint), the gateway's own code. */
   answered(request: FastifyRequest, answered: { readonly replica?: string; readonly session?: string; readonly code?: string }): void;
   /** What a resumption decided (resume.ts), each time it decided: on the request's span, and on the event of its outcome. */
   decided(request: FastifyRequest, decided: Decided): void;
   /** The outcome of a request carrying Last-Event-ID, with what was decided, as an event on its span. */
   resumption(request: FastifyRequest, outcome: string, reason: string): void;
+  /** The trace context of the active span as a W3C traceparent (that of a stream, kept on its record when it is held); undefined outside any. */
+  holderSpan(): string | undefined;
   /** A span around one store operation, under the request (or stream) that made it. */
   storeSpan<T>(store: string, op: string, call: () => Promise<T>): Promise<T>;
   /** A span of the gateway's own around `call`, under the request that made it; `after` gives its attributes (under mcp_gateway.) from the result. */
@@ -42,6 +46,8 @@ export interface Decided {
   readonly recordAwaited: boolean;
   /** The instance whose pump reads the stream, as its lease names it (J3), and whether it holds it with no client (J2). */
   readonly stream?: { readonly pump: string; readonly held: boolean };
+  /** The span of the stream where it was held (its record's holderSpan): a decision that continues the stream links to it. */
+  readonly holderSpan?: string;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;

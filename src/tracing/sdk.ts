@@ -2,15 +2,29 @@
  * The OpenTelemetry SDK, set up once per process when traces are on (tracing/index.ts decides):
  * a tracer provider exporting over OTLP/HTTP (protobuf or JSON), the W3C trace context, the undici
  * instrumentation for the requests to the replicas, and the gateway's own spans: one server span
- * per request, one per store operation, the resumption decision as an event.
+ * per request, one per store operation, the resumption decision as an event, and a link from the
+ * span that continues a held stream to the span that held it (its record's holderSpan).
  *
  * Fastify's and ioredis's instrumentations are not used: both patch the module as it is first
  * loaded, which traces loaded on demand come too late for, and ioredis's would write each
  * command's keys, which name sessions, into its spans. The server span and the store spans are
  * made here instead, with nothing in them that is secret: no header value, no cursor, no task id,
- * and a session only as the shortened id the request log writes.
+ * and a session only as the keyed fingerprint the request log writes.
  */
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
+import {
+  context,
+  isSpanContextValid,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanContext,
+  type SpanOptions,
+} from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -29,7 +43,6 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { headerValue, SESSION_HEADER } from '../headers.js';
-import { shortId } from '../logger.js';
 import { NO_REPLICA } from '../metrics.js';
 import { packageVersion } from '../version.js';
 import type { Decided, Env, TracedGateway, Tracing } from './index.js';
@@ -73,6 +86,12 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
   undici.setTracerProvider(provider);
   undici.enable();
   const spans = new WeakMap<FastifyRequest, Span>();
+  /** The gateway each request came to: several in one process (tests) share the SDK, each with its own cursor key. */
+  const gateways = new WeakMap<FastifyRequest, TracedGateway>();
+  const nameSession = (request: FastifyRequest, span: Span, sessionId: string): void => {
+    const fingerprint = gateways.get(request)?.session(sessionId);
+    if (fingerprint !== undefined) span.setAttribute(`${PREFIX}.session`, fingerprint);
+  };
   const decisions = new WeakMap<FastifyRequest, Attributes>();
   const madeDecisions = new WeakMap<FastifyRequest, Decided[]>();
   /**
@@ -125,13 +144,14 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       const arrivals = new WeakMap<FastifyRequest, number>();
       mcp.addHook('onRequest', (request, reply, done) => {
         arrivals.set(request, Date.now());
+        gateways.set(request, gateway);
         // Whenever the answer ends (written, or the client gone), whoever answered.
         reply.raw.once('close', () => {
           const span = spans.get(request) ?? start(request, undefined);
           const status = reply.raw.statusCode;
           span.setAttribute('http.response.status_code', status);
           const session = headerValue(request.headers, SESSION_HEADER);
-          if (session !== undefined) span.setAttribute(`${PREFIX}.session`, shortId(session));
+          if (session !== undefined) nameSession(request, span, session);
           if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
           if (!reply.raw.writableFinished) span.setAttribute(`${PREFIX}.aborted`, true);
           span.end();
@@ -156,7 +176,7 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       const span = spans.get(request);
       if (span === undefined) return;
       if (answered.replica !== undefined && answered.replica !== NO_REPLICA) span.setAttribute(`${PREFIX}.replica`, answered.replica);
-      if (answered.session !== undefined) span.setAttribute(`${PREFIX}.session`, shortId(answered.session));
+      if (answered.session !== undefined) nameSession(request, span, answered.session);
       if (answered.code !== undefined) span.setAttribute(`${PREFIX}.code`, answered.code);
     },
     decided(request, decided) {
@@ -175,6 +195,12 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       };
       // Where the stream is held: the other instance's spans carry it as mcp_gateway.instance.
       if (decided.stream !== undefined) span.setAttributes({ [`${PREFIX}.stream.pump`]: decided.stream.pump, [`${PREFIX}.stream.held`]: decided.stream.held });
+      // A continuation of a held stream (from the journal, a takeover, the owner's replay) links
+      // to the span that held it, on whichever instance, in whichever trace: once per request.
+      const holder = decided.from === 'gateway' || decided.holderSpan === undefined ? undefined : fromTraceparent(decided.holderSpan);
+      if (holder !== undefined && !made.slice(0, -1).some((d) => d.from !== 'gateway' && d.holderSpan === decided.holderSpan)) {
+        span.addLink({ context: holder, attributes: { [`${PREFIX}.link`]: 'holder' } });
+      }
       decisions.set(request, attributes);
       span.setAttributes(Object.fromEntries(Object.entries(attributes).map(([key, value]) => [`${PREFIX}.resumption.${key}`, value])));
     },
@@ -183,6 +209,10 @@ export function createTracing(config: Config['tracing'], env: Env): Tracing {
       if (span === undefined) return;
       span.setAttributes({ [`${PREFIX}.resumption.outcome`]: outcome, [`${PREFIX}.resumption.reason`]: reason });
       span.addEvent(`${PREFIX}.resumption`, { outcome, reason, ...decisions.get(request) });
+    },
+    holderSpan() {
+      const active = trace.getSpan(context.active())?.spanContext();
+      return active === undefined || !isSpanContextValid(active) ? undefined : `00-${active.traceId}-${active.spanId}-${active.traceFlags.toString(16).padStart(2, '0')}`;
     },
     storeSpan: (store, op, call) => within(`store ${op}`, { kind: SpanKind.CLIENT, attributes: { 'db.system.name': store, 'db.operation.name': op } }, call),
     span: (name, call, after) => within(name, { kind: SpanKind.INTERNAL }, call, after),
@@ -225,6 +255,14 @@ function parentOf(request: FastifyRequest, body: unknown): Context {
   const meta = metaOf(body);
   if (meta !== undefined && typeof meta['traceparent'] === 'string') return propagation.extract(ROOT_CONTEXT, meta);
   return ROOT_CONTEXT;
+}
+
+/** A span context from a W3C traceparent (version 00) as holderSpan wrote it; undefined for anything else. */
+function fromTraceparent(traceparent: string): SpanContext | undefined {
+  const match = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent);
+  if (match === null) return undefined;
+  const context = { traceId: match[1]!, spanId: match[2]!, traceFlags: Number.parseInt(match[3]!, 16), isRemote: true };
+  return isSpanContextValid(context) ? context : undefined;
 }
 
 /** The JSON-RPC message of a request body, if it is one (not a batch, not a response). */

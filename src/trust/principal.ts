@@ -28,7 +28,7 @@ import type { Config } from '../config/schema.js';
 import type { CursorKeys } from '../cursor/keys.js';
 import { isStoreError } from '../errors.js';
 import { SESSION_HEADER } from '../headers.js';
-import { shortId, type Logger } from '../logger.js';
+import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { SessionRecord, Store } from '../store/types.js';
 import { describeUpstreamError, replicaPath, UpstreamAbort, type Upstreams } from '../upstream/index.js';
@@ -98,7 +98,7 @@ export function createPrincipals(deps: PrincipalDeps) {
     const owner = ownerGone ? undefined : deps.replica(session.owner);
     if (owner === undefined) {
       metrics.principalChecks.inc({ result: 'owner_gone' });
-      logger.warn({ session: shortId(session.sessionId), replica: session.owner }, 'a continuation refused: not the credential the session was bound to, and its owner is gone');
+      logger.warn({ session: keys.sessionFingerprint(session.sessionId), replica: session.owner }, 'a continuation refused: not the credential the session was bound to, and its owner is gone');
       return { kind: 'refused', code: 'GW_PRINCIPAL_REFUSED', owner: session.owner };
     }
     const asked = await askOwner(request, session, owner);
@@ -109,7 +109,7 @@ export function createPrincipals(deps: PrincipalDeps) {
     } else {
       metrics.principalChecks.inc({ result: asked.kind === 'owner_refused' ? 'refused' : 'unverified' });
       logger.warn(
-        { session: shortId(session.sessionId), replica: owner.id, ...(asked.kind === 'owner_refused' ? { status: asked.status } : {}) },
+        { session: keys.sessionFingerprint(session.sessionId), replica: owner.id, ...(asked.kind === 'owner_refused' ? { status: asked.status } : {}) },
         asked.kind === 'owner_refused'
           ? "a continuation refused: the session's owner refused the request's credential"
           : "a continuation refused for now: the session's owner could not confirm the request's credential",
@@ -122,7 +122,7 @@ export function createPrincipals(deps: PrincipalDeps) {
   async function rebind(session: SessionRecord, principal: string, unsaved: string): Promise<void> {
     await store.setPrincipal(session.sessionId, principal).catch((err: unknown) => {
       if (!isStoreError(err)) throw err;
-      logger.warn({ session: shortId(session.sessionId) }, unsaved);
+      logger.warn({ session: keys.sessionFingerprint(session.sessionId) }, unsaved);
     });
   }
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createCipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import t, { type Test } from 'tap';
 import fc from 'fast-check';
 import {
@@ -413,3 +413,31 @@ t.test('parseCursor: the fields of anything shaped like a cursor, authentic or n
 });
 
 checkProperties(t, codecProperties);
+
+t.test("a session's fingerprint: keyed, the same under the same key, another under another, nothing of the id in it", async (t) => {
+  const ids = [SESSION, 's1', 'short', 'sess-0123456789abcdef-secret', '\ud800', 'x'.repeat(300)];
+  for (const id of ids) {
+    const fingerprint = codec.sessionFingerprint(id);
+    t.match(fingerprint, /^[0-9a-f]{12}$/, '12 hex characters');
+    t.equal(new CursorCodec(SECRET).sessionFingerprint(id), fingerprint, 'a codec of the same secret (another instance) gives the same');
+    t.equal(codec.sessionFingerprint(id), fingerprint, 'again the same (remembered or not)');
+    t.not(new CursorCodec(randomBytes(32)).sessionFingerprint(id), fingerprint, 'another key gives another');
+    t.notOk(fingerprint.includes(id.slice(0, 4)) && id.length >= 4, 'no prefix of the id in it');
+    // An unkeyed digest of the id, which anyone holding it could compute, is not what is logged.
+    const unkeyed = createHash('sha256').update(id).digest('hex');
+    t.notOk(unkeyed.startsWith(fingerprint), 'not an unkeyed digest of the id');
+  }
+  t.not(codec.sessionFingerprint('s1'), codec.sessionFingerprint('s2'), 'two sessions, two fingerprints');
+  const tagged = codec.encode('s1', { incarnation: newIncarnationId(), seq: 1 }).split('.')[3]!;
+  t.notOk(Buffer.from(tagged, 'base64url').toString('hex').startsWith(codec.sessionFingerprint('s1').slice(0, 8)), 'not the session tag a cursor carries');
+});
+
+t.test("a session's fingerprint across a rotation: the signing key's first, then each previous key's", async (t) => {
+  const next = 'next-secret-0123456789abcdefghijklmnopqrstuvwxyz';
+  const rotated = new CursorCodec(next, [SECRET]);
+  t.equal(rotated.sessionFingerprint(SESSION), new CursorCodec(next).sessionFingerprint(SESSION), 'named under the key that signs');
+  t.same(rotated.sessionFingerprints(SESSION), [new CursorCodec(next).sessionFingerprint(SESSION), codec.sessionFingerprint(SESSION)]);
+  const live = new CursorCodec(SECRET);
+  live.setKeys(next, [SECRET]);
+  t.equal(live.sessionFingerprint(SESSION), rotated.sessionFingerprint(SESSION), 'a reload that switches the signing key switches the name');
+});

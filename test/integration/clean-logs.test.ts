@@ -34,7 +34,8 @@ t.test('a run with failures writes only JSON lines, each condition said once and
   const answers = await Promise.all(Array.from({ length: 6 }, () => post(gw.url, toolCallBody('whoami'), { 'mcp-session-id': sessionId })));
   await Promise.all(answers.map((a) => a.text()));
   t.ok(answers.every((a) => a.status === 404), 'every request of the lost session got 404');
-  const lostLines = () => said('session lost').filter((l) => sessionId.startsWith(String(l['session']).replace('…', '')));
+  const fingerprint = ((await (await fetch(`${gw.adminUrl}/debug/sessions/${sessionId}`)).json()) as { fingerprints: { current: string } }).fingerprints.current;
+  const lostLines = () => said('session lost').filter((l) => l['session'] === fingerprint);
   await waitFor('the session lost line', bound(HEALTH_INTERVAL_MS), () => lostLines().length > 0);
 
   // Back on its port: a probe of the MCP endpoint answers 4xx to a bare GET, which means alive.
@@ -61,6 +62,7 @@ t.test('a run with failures writes only JSON lines, each condition said once and
   t.same(notJson, [], 'every stdout line is a JSON object');
   t.ok(said(/does not require a password/).every((l) => l['from'] === 'library' && l['level'] === 40), "the Redis client's warning went through the logger");
   t.equal(lostLines().length, 1, `"session lost" once for the session, not once per request (${said('session lost').length} lines)`);
+  t.notOk(gw.lines.some((line) => line.includes(sessionId.slice(0, 8))), 'the session is named by its fingerprint: no line holds its id, nor a prefix of it');
   const up = said('replica health changed').filter((l) => l['to'] === 'up');
   t.ok(up.length > 0 && up.every((l) => l['level'] === 30 && /^alive \(probe answered \d{3}\)$/.test(String(l['why']))), 'coming back reads as alive, at info');
   const down = said('replica health changed').filter((l) => l['to'] === 'down');

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import t from 'tap';
 import { stringify } from 'yaml';
+import { CursorCodec } from '../../src/cursor/codec.js';
 import type { Explanation, SessionView } from '../../src/resumption/explain.js';
 import { connect } from '../helpers/client.js';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
@@ -87,10 +88,14 @@ t.test('explain and /debug on a gateway with Redis', async (t) => {
     t.equal(text.code, 0);
     t.match(text.stdout, /^resumption +continued \(status 200\)/m, 'the text says so too');
     t.match(text.stdout, /^ +mac +valid$/m);
+    // How the logs and spans name the session: its fingerprint under the agreed key.
+    const fingerprint = new CursorCodec(secret!).sessionFingerprint(sessionId);
+    t.same(e.sessionFingerprints, { current: fingerprint, previous: [] }, "the session's fingerprint");
+    t.match(text.stdout, new RegExp(`^ +logged as +${fingerprint}$`, 'm'), 'the text names it');
     everything.push(JSON.stringify(e), text.stdout, text.stderr);
     // The admin listener agrees, and knows the owner's health.
     const admin = (await (await fetch(`${gw.adminUrl}/debug/explain?cursor=${encodeURIComponent(cursors[0]!)}&session=${encodeURIComponent(sessionId)}`)).json()) as Explanation;
-    t.match(admin, { resumption: { outcome: 'continued' }, session: { ownerHealth: 'up' } });
+    t.match(admin, { resumption: { outcome: 'continued' }, session: { ownerHealth: 'up' }, sessionFingerprints: { current: fingerprint } });
     everything.push(JSON.stringify(admin));
   });
 
@@ -140,12 +145,14 @@ t.test('explain and /debug on a gateway with Redis', async (t) => {
     t.equal(response.status, 200);
     const view = (await response.json()) as SessionView;
     t.match(view.session, { id: session, state: 'active', ownerHealth: 'up' });
+    t.same(view.fingerprints, { current: new CursorCodec(secret!).sessionFingerprint(session), previous: [] }, 'the session view names its fingerprint');
     t.equal(view.currentGet, e.incarnation?.supersededBy);
     t.same(view.incarnations.filter((i) => i.kind === 'get').length, 2, 'both GET incarnations');
     t.ok(view.openStreams.recorded.includes(view.currentGet!), 'the current GET is open');
     t.same(view.openStreams.here.map((s) => s.incarnation), [view.currentGet], 'and relayed by this instance');
     const unknown = await fetch(`${gw.adminUrl}/debug/sessions/nobody`);
     t.equal(unknown.status, 404);
+    t.match(await unknown.json(), { session: null, fingerprints: { current: new CursorCodec(secret!).sessionFingerprint('nobody') } }, "a session the store no longer holds still gets its fingerprint, to find its lines");
     t.equal((await fetch(`${gw.adminUrl}/debug/explain`)).status, 400, 'no cursor: 400');
     t.equal((await fetch(`${new URL(gw.url).origin}/debug/sessions/${encodeURIComponent(session)}`)).status, 404, 'never on the MCP listener');
     everything.push(JSON.stringify(view));

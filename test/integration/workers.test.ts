@@ -67,9 +67,13 @@ function replicaOf(answer: Answer): string {
   return match[1]!;
 }
 
-/** Workers whose request lines name `session` (shortened as the log writes it). */
-function workersOf(gw: GatewayProcess, sessionId?: string): Set<unknown> {
-  const lines = gw.logs.filter((l) => l['msg'] === 'request' && (sessionId === undefined || l['session'] === `${sessionId.slice(0, 8)}…`));
+/**
+ * Workers whose request lines name `session` by the fingerprint the admin listener gives for it:
+ * each worker is an instance of its own, and all name a session alike.
+ */
+async function workersOf(gw: GatewayProcess, sessionId?: string): Promise<Set<unknown>> {
+  const named = sessionId === undefined ? undefined : ((await (await fetch(`${gw.adminUrl}/debug/sessions/${sessionId}`)).json()) as { fingerprints: { current: string } }).fingerprints.current;
+  const lines = gw.logs.filter((l) => l['msg'] === 'request' && (named === undefined || l['session'] === named));
   return new Set(lines.map((l) => l['worker']));
 }
 
@@ -114,7 +118,7 @@ t.test('two workers on one port: every request of a session reaches its owner, w
   }
   t.same(new Set(owners.values()), new Set(['r1', 'r2']), 'the sessions were spread over both replicas');
   await waitFor('the request lines', bound(0), () => gw.logs.filter((l) => l['msg'] === 'request').length >= 4 * 6);
-  for (const sessionId of owners.keys()) t.same(workersOf(gw, sessionId), new Set([1, 2]), 'requests of one session were accepted by both workers');
+  for (const sessionId of owners.keys()) t.same(await workersOf(gw, sessionId), new Set([1, 2]), 'requests of one session were accepted by both workers');
   const lines = gw.logs.filter((l) => l['msg'] === 'request');
   t.ok(lines.every((l) => typeof l['instance'] === 'string' && l['role'] === 'worker'), "every worker's line names its instance");
 });
@@ -157,7 +161,7 @@ t.test('the admin listener speaks for both workers: metrics summed, readiness of
   const { gw } = await twoWorkers(t);
   const sessionId = await sessionOn(gw.url);
   for (let i = 0; i < 6; i++) replicaOf(await postFresh(gw.url, toolCallBody('whoami', {}, i + 2), { 'mcp-session-id': sessionId }));
-  t.same(workersOf(gw, sessionId), new Set([1, 2]), 'both workers answered some');
+  t.same(await workersOf(gw, sessionId), new Set([1, 2]), 'both workers answered some');
   // initialize, notifications/initialized, six calls: eight POSTs, each counted by the worker that answered it.
   t.equal(await scrapeMetric(gw.adminUrl, 'mcp_gateway_requests_total', { method: 'POST' }), 8, 'every request counted once');
   t.equal(await scrapeMetric(gw.adminUrl, 'mcp_gateway_replica_up', { replica: 'r1' }), 1, 'replica_up stays 1, not one per worker');
@@ -217,7 +221,7 @@ t.test('a killed worker is logged at error and replaced', async (t) => {
   t.equal((await fetch(`${gw.adminUrl}/readyz`)).status, 200, 'ready again');
   const sessionId = await sessionOn(gw.url);
   for (let i = 0; i < 4; i++) replicaOf(await postFresh(gw.url, toolCallBody('whoami', {}, i + 2), { 'mcp-session-id': sessionId }));
-  t.same(workersOf(gw, sessionId), new Set([1, 2]), 'both workers serve');
+  t.same(await workersOf(gw, sessionId), new Set([1, 2]), 'both workers serve');
 });
 
 t.test('more than one worker needs the Redis store: check-config says so', async (t) => {

@@ -300,6 +300,29 @@ export function journalContract(test: ContractTest, tickUntil: TickUntil): void 
     t.equal(await h.store.readIncarnation('s1', 'nope', 0), null, 'nothing created for an unknown incarnation');
   });
 
+  test("journal: setHeld keeps the holder's span on the record, where every read of it shows it; none unless told", async (t, h) => {
+    const span = '00-5bf92f3577b34da6a3ce929d0e0e4737-10f067aa0ba902b7-01';
+    await open(h);
+    t.equal(await record(h.store, journaled(1, [block('a')], { pump: { instanceId: 'gw-a', leaseMs: LEASE_MS } })), 'ok');
+    await h.store.setHeld('s1', 'g1', 'gw-a', 1);
+    t.notOk('holderSpan' in (await h.store.readCurrentGet('s1'))!, 'held without a span (traces off): none on the record');
+    await h.store.setHeld('s1', 'g1', 'gw-b', 1, span);
+    t.notOk('holderSpan' in (await h.store.readCurrentGet('s1'))!, 'not from an instance without the lease');
+    await h.store.setHeld('s1', 'g1', 'gw-a', 1, span);
+    t.match(await h.store.readCurrentGet('s1'), { held: true, clientSeq: 1, holderSpan: span }, 'held with its span');
+    t.equal((await h.store.readIncarnation('s1', 'g1', 0))?.record.holderSpan, span, 'readIncarnation shows it');
+    t.equal((await h.store.touchAndRead('s1', LONG_TTL_MS, { incarnationId: 'g1', afterSeq: 1 })).view?.record.holderSpan, span, 'touchAndRead too');
+    t.equal((await h.store.readJournal('s1', 'g1', 0, 10))?.record.holderSpan, span, 'and readJournal');
+    t.equal((await h.store.inspectSession('s1', 10)).incarnations.find((i) => i.id === 'g1')?.holderSpan, span, 'and inspectSession');
+    await h.store.setHeld('s1', 'g1', 'gw-a', undefined);
+    t.match(await h.store.readCurrentGet('s1'), { held: false, holderSpan: span }, 'a client again: the span stays, the stream is no longer held');
+    const other = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00';
+    await h.store.setHeld('s1', 'g1', 'gw-a', 1, other);
+    t.equal((await h.store.readCurrentGet('s1'))?.holderSpan, other, 'held again: the span told last');
+    t.equal(await record(h.store, journaled(2, [block('b')], { pump: { instanceId: 'gw-a', leaseMs: LEASE_MS } })), 'ok');
+    t.equal((await h.store.readCurrentGet('s1'))?.holderSpan, other, 'kept through the batches that follow');
+  });
+
   test('journal: endTail ends the tail lease now and raises the client position, never lowers it', async (t, h) => {
     await open(h);
     t.equal(await record(h.store, journaled(1, [block('a'), block('b'), block('c')])), 'ok');

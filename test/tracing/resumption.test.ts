@@ -21,6 +21,7 @@ const TOKEN = 'Bearer tok-resume-secret';
 const TRACE = '5bf92f3577b34da6a3ce929d0e0e4737';
 const CALL_SPAN = '10f067aa0ba902b7';
 const RESUME_SPAN = '20f067aa0ba902b7';
+const OTHER_TRACE = '6bf92f3577b34da6a3ce929d0e0e4738';
 
 /** The ids of an SSE body's events. */
 const idsOf = (body: string): string[] => [...body.matchAll(/^id: ?(.+)$/gm)].map((m) => m[1]!.trim());
@@ -92,6 +93,11 @@ for (const journal of [false, true]) {
     t.ok(onA && onB, "both requests' server spans are in the client's trace");
     t.ok(onA!.attributes['mcp_gateway.instance'], 'each names its instance');
     t.not(onB!.attributes['mcp_gateway.instance'], onA!.attributes['mcp_gateway.instance'], 'the call on one instance, the resumption on the other');
+    // The cursor key is agreed through the store the two share: one name for the session on both.
+    const view = (await (await fetch(`${b.adminUrl}/debug/sessions/${sessionId}`)).json()) as { fingerprints?: { current: string } };
+    t.match(view.fingerprints?.current, /^[0-9a-f]{12}$/, "the admin listener names the session's fingerprint");
+    t.equal(onA!.attributes['mcp_gateway.session'], view.fingerprints?.current, 'A names the session by its fingerprint');
+    t.equal(onB!.attributes['mcp_gateway.session'], view.fingerprints?.current, 'and B by the same');
     t.match(onB!.attributes, {
       'http.request.method': 'GET',
       'mcp_gateway.resumption.decision': journal ? 'journal' : 'continue',
@@ -110,6 +116,8 @@ for (const journal of [false, true]) {
       t.equal(onB!.attributes['mcp_gateway.replica'], replica!.id);
       t.equal(toReplica.length, 1, "B's replay request to the replica, under B's span");
       t.equal(toReplica[0]!.attributes['http.request.method'], 'GET');
+      const replay = spans.find((s) => s.name === 'resumption await_replay' && s.parentSpanId === onB!.spanId);
+      t.equal(replay?.attributes['mcp_gateway.resumption.replay'], 'verified', "the wait for the owner's replay, verified, under B's span");
     }
     t.ok(
       spans.some((s) => s.name.startsWith('store ') && s.parentSpanId === onB!.spanId),
@@ -118,12 +126,12 @@ for (const journal of [false, true]) {
 
     for (const span of receiver.spans) {
       const values = attributeValues(span);
-      for (const secret of ['tok-resume-secret', sessionId, ...cursors]) t.notOk(values.some((v) => v.includes(secret)), `${span.name}: no secret in an attribute`);
+      for (const secret of ['tok-resume-secret', sessionId, sessionId.slice(0, 8), ...cursors]) t.notOk(values.some((v) => v.includes(secret)), `${span.name}: no secret in an attribute`);
     }
   });
 }
 
-t.test("a GET stream held on A, taken over by a plain GET on B: B's span names A's pump, A's span the stream's start", async (t) => {
+t.test("a GET stream held on A, taken over by a plain GET on B: B's span names A's pump and links to A's span, in another trace", async (t) => {
   const receiver = await startOtlpReceiver(t);
   const tracing = await startTracing({ enabled: true, endpoint: `${receiver.origin}/v1/traces`, protocol: 'http/json' }, {});
   t.teardown(() => tracing!.shutdown());
@@ -141,7 +149,8 @@ t.test("a GET stream held on A, taken over by a plain GET on B: B's span names A
   first.close();
   await waitFor('A holds the GET stream', SLACK_MS, async () => (await metricValue(a.registry, 'mcp_gateway_held_streams')) === 1);
 
-  const second = await streams.open(b.url, sessionId, undefined, 30_000, { traceparent: `00-${TRACE}-${RESUME_SPAN}-01` });
+  // The takeover in a trace of its own: only the link joins it to the stream it continues.
+  const second = await streams.open(b.url, sessionId, undefined, 30_000, { traceparent: `00-${OTHER_TRACE}-${RESUME_SPAN}-01` });
   t.equal(second.status, 200, 'taken over, not refused');
   second.close();
   await waitFor("B's server span is exported", SLACK_MS, async () => {
@@ -158,4 +167,52 @@ t.test("a GET stream held on A, taken over by a plain GET on B: B's span names A
     'mcp_gateway.stream.held': true,
   });
   t.not(onB?.attributes['mcp_gateway.instance'], onA?.attributes['mcp_gateway.instance'], 'taken over on the other instance, whose span names the holder');
+  t.equal(onB?.traceId, OTHER_TRACE);
+  t.same(onB?.links.map((l) => ({ traceId: l.traceId, spanId: l.spanId })), [{ traceId: TRACE, spanId: onA?.spanId }], "B's span links to the span of A that held the stream");
+  t.equal(onA?.links.length, 0, 'the holder links to nothing');
+});
+
+t.test("a tool call's POST stream held on A after its client left, resumed from the journal on B: B's span links to A's", async (t) => {
+  const receiver = await startOtlpReceiver(t);
+  const tracing = await startTracing({ enabled: true, endpoint: `${receiver.origin}/v1/traces`, protocol: 'http/json' }, {});
+  t.teardown(() => tracing!.shutdown());
+  const [replica] = await spawnReplicas(t, 1);
+  const settings = { replicas: [{ id: replica!.id, url: replica!.url }] };
+  const store = createStore(testConfig(settings).store, createLogger('silent'));
+  t.teardown(() => store.close());
+  const a = await startGateway(t, settings, store, tracing);
+  const b = await startGateway(t, settings, store, tracing);
+  const sessionId = await rawSession(a.url);
+  // Long enough that the call is still running on A when B continues it: A's pump is live.
+  const call = await post(a.url, toolCallBody('emit', { count: 40, intervalMs: 50, stream: 'request' }), {
+    'mcp-session-id': sessionId,
+    traceparent: `00-${TRACE}-${CALL_SPAN}-01`,
+  });
+  t.equal(call.status, 200);
+  const decoder = new TextDecoder();
+  let body = '';
+  const reader = call.body!.getReader();
+  while (idsOf(body).length < 2) body += decoder.decode((await reader.read()).value, { stream: true });
+  await reader.cancel();
+  await waitFor('A holds the call stream', SLACK_MS, async () => (await metricValue(a.registry, 'mcp_gateway_held_streams')) === 1);
+
+  const resumed = await fetch(b.url, {
+    headers: {
+      accept: 'text/event-stream',
+      'mcp-session-id': sessionId,
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'last-event-id': idsOf(body).at(-1)!,
+      traceparent: `00-${OTHER_TRACE}-${RESUME_SPAN}-01`,
+    },
+  });
+  t.equal(resumed.headers.get('mcp-resumption'), 'continued');
+  t.ok(await untilResult(resumed), "the call's answer comes through B");
+  await waitFor("B's server span is exported", SLACK_MS, async () => {
+    await tracing!.flush();
+    return receiver.spans.some((s) => s.kind === SERVER && s.parentSpanId === RESUME_SPAN);
+  });
+  const onA = receiver.spans.find((s) => s.kind === SERVER && s.parentSpanId === CALL_SPAN);
+  const onB = receiver.spans.find((s) => s.kind === SERVER && s.parentSpanId === RESUME_SPAN);
+  t.match(onB?.attributes, { 'mcp_gateway.resumption.decision': 'journal', 'mcp_gateway.stream.pump': onA?.attributes['mcp_gateway.instance'], 'mcp_gateway.stream.held': true });
+  t.same(onB?.links, [{ traceId: TRACE, spanId: onA?.spanId }], "B's span links to the span of A's call, whose stream A held");
 });

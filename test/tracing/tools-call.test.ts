@@ -6,6 +6,7 @@
  */
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import t from 'tap';
+import { CursorCodec } from '../../src/cursor/codec.js';
 import { startTracing } from '../../src/tracing/index.js';
 import { startGateway } from '../helpers/gateway.js';
 import { initializeBody, listenOnLoopback, post, toolCallBody } from '../helpers/http.js';
@@ -18,16 +19,21 @@ const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN = '00f067aa0ba902b7';
 const META_TRACE = '0af7651916cd43dd8448eb211c80319c';
 const META_SPAN = 'b7ad6b7169203331';
+const CURSOR_SECRET = 'tools-call-cursor-secret-0123456789abcdef';
+/** How the session is named: its fingerprint under the configured cursor key. */
+const FINGERPRINT = new CursorCodec(CURSOR_SECRET).sessionFingerprint(SESSION);
 
 
-/** A replica answering initialize with SESSION and every other request with a result; it keeps the headers it got. */
-async function startReplica(): Promise<{ url: string; received: IncomingHttpHeaders[] }> {
+/** A replica answering initialize with SESSION and every other request with a result; it keeps the headers and bodies it got. */
+async function startReplica(): Promise<{ url: string; received: IncomingHttpHeaders[]; bodies: string[] }> {
   const received: IncomingHttpHeaders[] = [];
+  const bodies: string[] = [];
   const server = createServer((req, res) => {
     received.push(req.headers);
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
     req.on('end', () => {
+      bodies.push(body);
       if (req.method !== 'POST') {
         res.writeHead(405).end();
         return;
@@ -43,7 +49,7 @@ async function startReplica(): Promise<{ url: string; received: IncomingHttpHead
     });
   });
   const port = await listenOnLoopback(t, server);
-  return { url: `http://127.0.0.1:${port}/mcp`, received };
+  return { url: `http://127.0.0.1:${port}/mcp`, received, bodies };
 }
 
 const byName = (spans: readonly ReceivedSpan[], name: string) => spans.filter((s) => s.name === name);
@@ -59,7 +65,7 @@ for (const protocol of ['http/json', 'http/protobuf'] as const) {
     t.ok(tracing, 'traces are on');
     t.teardown(() => tracing!.shutdown());
     const replica = await startReplica();
-    const gw = await startGateway(t, { replicas: [{ id: 'r1', url: replica.url }], security: { credentialHeaders: ['authorization'] } }, undefined, tracing);
+    const gw = await startGateway(t, { replicas: [{ id: 'r1', url: replica.url }], security: { credentialHeaders: ['authorization'] }, cursor: { secret: CURSOR_SECRET } }, undefined, tracing);
 
     const init = await post(gw.url, initializeBody(), { authorization: TOKEN });
     await init.text();
@@ -85,7 +91,7 @@ for (const protocol of ['http/json', 'http/protobuf'] as const) {
     t.ok(server, 'a server span in the client trace');
     t.equal(server!.parentSpanId, CLIENT_SPAN, "the client's span is its parent");
     t.equal(server!.name, 'POST /mcp');
-    t.match(server!.attributes, { 'http.request.method': 'POST', 'http.route': '/mcp', 'http.response.status_code': 200, 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'echo', 'mcp_gateway.session': 'sess-012…' });
+    t.match(server!.attributes, { 'http.request.method': 'POST', 'http.route': '/mcp', 'http.response.status_code': 200, 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'echo', 'mcp_gateway.session': FINGERPRINT });
     t.equal(server!.resource['service.name'], 'gw-under-test');
     const upstream = spans.filter((s) => s.kind === CLIENT && s.attributes['mcp_gateway.replica'] === 'r1');
     t.equal(upstream.length, 1, 'one client span for the request to the replica');
@@ -106,15 +112,19 @@ for (const protocol of ['http/json', 'http/protobuf'] as const) {
     t.equal(meta?.parentSpanId, META_SPAN, "params._meta's traceparent parents the server span");
     const metaForwarded = replica.received.find((h) => h['traceparent']?.includes(META_TRACE));
     t.ok(metaForwarded, 'and the request to the replica continues that trace');
+    t.ok(replica.bodies.includes(metaBody), 'the body reached the replica as it was sent: read, not rewritten');
 
     const initSpan = receiver.spans.find((s) => s.kind === SERVER && s.attributes['mcp.method.name'] === 'initialize');
-    t.equal(initSpan?.attributes['mcp_gateway.session'], 'sess-012…', "a new session's span names it shortened, from the answer");
+    t.equal(initSpan?.attributes['mcp_gateway.session'], FINGERPRINT, "a new session's span names it by its fingerprint, from the answer");
+    const view = (await (await fetch(`${gw.adminUrl}/debug/sessions/${SESSION}`)).json()) as { fingerprints?: { current: string } };
+    t.equal(view.fingerprints?.current, FINGERPRINT, 'the admin listener gives the fingerprint of a session id');
     t.equal(byName(receiver.spans, 'POST /mcp').length >= 3, true);
 
-    const secrets = [TOKEN, 'tok-do-not-export', QUERY_TOKEN, SESSION];
+    // The session id, and any prefix of it long enough to say something.
+    const secrets = [TOKEN, 'tok-do-not-export', QUERY_TOKEN, SESSION, SESSION.slice(0, 5)];
     for (const span of receiver.spans) {
       const values = attributeValues(span);
-      for (const secret of secrets) t.notOk(values.some((v) => v.includes(secret)), `${span.name}: no ${secret === SESSION ? 'session id' : 'credential'} in an attribute`);
+      for (const secret of secrets) t.notOk(values.some((v) => v.includes(secret)), `${span.name}: no ${SESSION.startsWith(secret) ? 'session id or prefix of it' : 'credential'} in an attribute`);
     }
     const exported = receiver.exports[0];
     t.equal(exported?.path, '/v1/traces');

@@ -20,7 +20,7 @@ import { decideAgain, type Exchange, type ResumeKit } from './kit.js';
 type Continue = Extract<Decision, { kind: 'continue' }>;
 export type OwnerKit = Pick<
   ResumeKit,
-  'config' | 'store' | 'fleet' | 'streams' | 'metrics' | 'logger' | 'requests' | 'send' | 'answer' | 'loseSession' | 'sendFailed'
+  'config' | 'store' | 'fleet' | 'streams' | 'metrics' | 'logger' | 'requests' | 'send' | 'answer' | 'loseSession' | 'sendFailed' | 'tracing'
 >;
 
 /** The owner's replay, asked for and answered as a stream: what the pipe needs of it. */
@@ -135,6 +135,7 @@ async function pipeReplay(kit: OwnerKit, ex: Exchange, known: ResumptionFacts, r
   const headers = responseHeadersForClient(response.headers, replicaOnlyHeaders(config));
   headers[RESUMPTION_HEADER] = 'continued';
   headers['x-accel-buffering'] = 'no';
+  const replayed = awaitReplay(kit.tracing);
   // A replay that fails hands the request over to the answer decided then, which logs it.
   let handedOver = false;
   const how = await kit.streams.pipe(
@@ -143,6 +144,7 @@ async function pipeReplay(kit: OwnerKit, ex: Exchange, known: ResumptionFacts, r
       res,
       replica: replica.id,
       start: () => {
+        replayed('verified');
         kit.metrics.continuations.inc({ source: 'owner' });
         // After a journal continuation, the owner's replay follows on the same response.
         if (res.headersSent) return;
@@ -154,6 +156,7 @@ async function pipeReplay(kit: OwnerKit, ex: Exchange, known: ResumptionFacts, r
         timeoutMs: config.resumption.replayTimeoutMs,
         maxBytes: config.resumption.replayBufferBytes,
         onFailed: (why) => {
+          replayed(why);
           abort.abort();
           if (why === 'client_gone' || res.destroyed) return;
           kit.logger.info({ replica: replica.id, why }, 'replay not verified: gap');
@@ -168,5 +171,19 @@ async function pipeReplay(kit: OwnerKit, ex: Exchange, known: ResumptionFacts, r
     rewriter,
     attachment,
   );
+  replayed(how);
   if (!handedOver) kit.requests.ended(request, reply, how);
+}
+
+/**
+ * Traces on: the wait for the owner's replay to be verified (check 7, at most
+ * resumption.replayTimeoutMs) as a span of its own, from the owner's answer until the returned
+ * function says how it ended: `verified`, or why not (`timeout`, `too_large`, a mismatch, ...).
+ */
+function awaitReplay(tracing: OwnerKit['tracing']): (outcome: string) => void {
+  if (tracing === undefined) return () => undefined;
+  let settle: (outcome: string) => void = () => undefined;
+  const settled = new Promise<string>((resolve) => (settle = resolve));
+  void tracing.span('resumption await_replay', () => settled, (outcome) => ({ 'resumption.replay': outcome }));
+  return settle;
 }

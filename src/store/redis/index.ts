@@ -385,10 +385,10 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       });
     },
 
-    setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined): Promise<void> {
+    setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined, holderSpan?: string): Promise<void> {
       return run('setHeld', async () => {
         const held = clientSeq === undefined ? '0' : '1';
-        await client.gwSetHeld(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId, held, clientSeq === undefined ? '' : String(clientSeq));
+        await client.gwSetHeld(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId, held, clientSeq === undefined ? '' : String(clientSeq), holderSpan ?? '');
       });
     },
 

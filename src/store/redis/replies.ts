@@ -45,7 +45,7 @@ const isStringArray = (value: unknown): value is string[] => Array.isArray(value
 /** The fields of readRecord() (Lua); anything unexpected is a store failure, not an incarnation. */
 function toIncarnation(id: string, fields: unknown): IncarnationRecord {
   if (!isStringArray(fields)) throw new Error(`malformed incarnation record: ${JSON.stringify(fields)}`);
-  const [sessionId, owner, kind, state, head, base, attach, pending, pump, pumpUntil, tailUntil, journaled, held, clientSeq] = fields;
+  const [sessionId, owner, kind, state, head, base, attach, pending, pump, pumpUntil, tailUntil, journaled, held, clientSeq, holderSpan] = fields;
   const numbers = [head, base, attach, pumpUntil, tailUntil, clientSeq].map(Number);
   const pendingIds: unknown = pending === undefined ? undefined : JSON.parse(pending);
   if (
@@ -57,6 +57,7 @@ function toIncarnation(id: string, fields: unknown): IncarnationRecord {
     !Array.isArray(pendingIds) ||
     !pendingIds.every(isJsonRpcId) ||
     pump === undefined ||
+    holderSpan === undefined ||
     (journaled !== '1' && journaled !== '0') ||
     (held !== '1' && held !== '0')
   ) {
@@ -78,6 +79,7 @@ function toIncarnation(id: string, fields: unknown): IncarnationRecord {
     tailUntil: tu,
     held: held === '1',
     clientSeq: cs,
+    ...(holderSpan !== '' ? { holderSpan } : {}),
     journaled: journaled === '1',
   };
 }

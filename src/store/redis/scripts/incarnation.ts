@@ -3,7 +3,7 @@
  * (record-events.ts).
  *
  * The record is a hash (sessionId, owner, kind, state, head, base, attach, pending; and, once
- * set, unjournaled, pump, pumpUntil, tailUntil, held, clientSeq) and its positions a list of the upstream
+ * set, unjournaled, pump, pumpUntil, tailUntil, held, clientSeq, holderSpan) and its positions a list of the upstream
  * ids of positions base..head, index = seq - base, '' standing for null (position 0, and events
  * the gateway made: an empty upstream id is no id). The journal (J1) is a third key, a hash
  * (journal.ts) holding the bytes of the positions journaled; it exists once a batch carried
@@ -99,13 +99,13 @@ return 1
 const RECORD_FUNCTION_LUA = `${INCARNATION_LUA_PRELUDE}
 local function readRecord()
   local m = redis.call('HMGET', KEYS[1], 'sessionId', 'owner', 'kind', 'state', 'head', 'base', 'attach', 'pending',
-    'pump', 'pumpUntil', 'tailUntil', 'unjournaled', 'held', 'clientSeq')
+    'pump', 'pumpUntil', 'tailUntil', 'unjournaled', 'held', 'clientSeq', 'holderSpan')
   local head, base = tonumber(m[5]), tonumber(m[6])
   if not recorded(head, base) then return false end
   local from = journalFrom(head, base, m[12])
   m[9], m[10], m[11] = m[9] or '', m[10] or '0', m[11] or '0'
   m[12] = from <= math.max(base, 1) and '1' or '0'
-  m[13], m[14] = m[13] or '0', m[14] or '0'
+  m[13], m[14], m[15] = m[13] or '0', m[14] or '0', m[15] or ''
   return m, head, base, from
 end
 `;
@@ -206,13 +206,14 @@ return 1
 `;
 
 /**
- * Sets held ('1' or '0', ARGV[2]) and, when ARGV[3] is not '', clientSeq, when instance ARGV[1]
- * holds the pump's lease. KEYS: incarnation.
+ * Sets held ('1' or '0', ARGV[2]) and, when ARGV[3] is not '', clientSeq, and when ARGV[4] is not
+ * '', holderSpan, when instance ARGV[1] holds the pump's lease. KEYS: incarnation.
  */
 const SET_HELD_LUA = `
 if redis.call('HGET', KEYS[1], 'pump') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'held', ARGV[2])
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'clientSeq', ARGV[3]) end
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'holderSpan', ARGV[4]) end
 return 1
 `;
 
@@ -280,7 +281,7 @@ export interface IncarnationScripts {
   gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
   gwTouchTail(incKey: string, until: number): Promise<number>;
   gwReleasePump(incKey: string, instanceId: string): Promise<number>;
-  gwSetHeld(incKey: string, instanceId: string, held: '1' | '0', clientSeq: string): Promise<number>;
+  gwSetHeld(incKey: string, instanceId: string, held: '1' | '0', clientSeq: string, holderSpan: string): Promise<number>;
   gwEndTail(incKey: string, now: number, clientSeq: number): Promise<number>;
   gwReleaseHeldGet(session: string, incKey: string, now: number, incarnationId: string, channel: string): Promise<string>;
 }
