@@ -30,10 +30,10 @@ export function awaitStart(state: PipeState, begun: () => void, prime: () => voi
  * first event holds a cursor. A continuation's goes first, with the cursor of the position it
  * continues after (the client's own), journal or not; none where the response began already (the
  * owner's replay after the journal's events, whose last the client holds). A new stream's is its
- * first position, recorded before it
- * leaves (E5): `prime` sends it, and the replica's events follow it in order. A replica's own
- * priming event (an id and empty data) is then an event like any other: the gateway records its
- * id, so that a cursor at it can also be continued from the replica's log.
+ * first position, recorded before it leaves (E5): `prime` sends it, and the replica's events
+ * follow it in order. A replica's own priming event (an id and empty data) is then an event like
+ * any other: the gateway records its id, so that a cursor at it can also be continued from the
+ * replica's log.
  */
 export function begin(state: PipeState, begun: () => void, prime?: () => void): void {
   const { options, channel, rewriter, unverified } = state;
