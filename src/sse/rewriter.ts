@@ -103,8 +103,8 @@ export interface RewriterOptions {
    */
   awaiting?: readonly JsonRpcId[];
   /**
-   * J1: the stream begins with a priming event (the gateway's journaled streams; see priming()).
-   * Needs cursors that journal.
+   * J1: the stream begins with a priming event (see priming()): a continuation's whenever it has
+   * cursors, a new stream's when they journal.
    */
   prime?: boolean;
   /** A continuation from the owner's log: see Verify. */
@@ -303,16 +303,19 @@ export class SseRewriter {
   }
 
   /**
-   * J1: how a journaled stream begins. A continuation, with the priming event for the position it
-   * continues after (the cursor the client already holds; nothing to record); a stream that has
-   * issued no cursor yet, with one of its own at its first position ('record': prime()). None for
-   * a stream that is not journaled, or whose first event already carries a cursor (a signal).
+   * J1: how a stream begins. A continuation (the owner's replay, journal or not), with the priming
+   * event for the position it continues after: the cursor the client already holds, nothing to
+   * record, so that a client cut before the next event keeps its place. A journaled stream that
+   * has issued no cursor yet, with one of its own at its first position ('record': prime()). None
+   * for a new stream that is not journaled, or whose first event already carries a cursor (a
+   * signal).
    */
   priming(): Buffer | 'record' | undefined {
-    if (!this.#options.prime || !this.journaled) return undefined;
+    const cursors = this.#cursors;
+    if (!this.#options.prime || !cursors) return undefined;
     const { verify } = this.#options;
-    if (verify) return primingEvent(this.#cursors!.codec.issuer(this.#cursors!.sessionId, this.#cursors!.incarnation).encode([verify.fromSeq])[0]!);
-    return this.#issued === 0 ? 'record' : undefined;
+    if (verify) return primingEvent(cursors.codec.issuer(cursors.sessionId, cursors.incarnation).encode([verify.fromSeq])[0]!);
+    return this.journaled && this.#issued === 0 ? 'record' : undefined;
   }
 
   /** J1: the gateway's priming event (empty data), numbered, recorded and journaled like any other. */

@@ -28,10 +28,12 @@ export function awaitStart(state: PipeState, begun: () => void, prime: () => voi
  *
  * J1: a journaled stream begins with a priming event, so that a client cut before the replica's
  * first event holds a cursor. A continuation's goes first, with the cursor of the position it
- * continues after (the client's own). A new stream's is its first position, recorded before it
- * leaves (E5): `prime` sends it, and the replica's events follow it in order. A replica's own
- * priming event (an id and empty data) is then an event like any other: the gateway records its
- * id, so that a cursor at it can also be continued from the replica's log.
+ * continues after (the client's own), journal or not; none where the response began already (the
+ * owner's replay after the journal's events, whose last the client holds). A new stream's is its
+ * first position, recorded before it leaves (E5): `prime` sends it, and the replica's events
+ * follow it in order. A replica's own priming event (an id and empty data) is then an event like
+ * any other: the gateway records its id, so that a cursor at it can also be continued from the
+ * replica's log.
  */
 export function begin(state: PipeState, begun: () => void, prime?: () => void): void {
   const { options, channel, rewriter, unverified } = state;
@@ -39,9 +41,10 @@ export function begin(state: PipeState, begun: () => void, prime?: () => void): 
   state.started = true;
   channel.respond();
   clearTimeout(state.timer);
+  const continuing = res.headersSent;
   options.start();
   const priming = rewriter.priming();
-  const held = typeof priming === 'object' ? [priming, ...unverified.chunks] : unverified.chunks;
+  const held = typeof priming === 'object' && !continuing ? [priming, ...unverified.chunks] : unverified.chunks;
   if (held.length > 0) {
     state.written = true;
     res.write(held.length === 1 ? held[0] : Buffer.concat(held));

@@ -131,8 +131,8 @@ export class SseStreams {
       head,
       maxEventBytes: this.deps.config().limits.sseEventBytes,
       trackResponses: options.calls !== undefined,
-      // J1: every journaled stream begins with the gateway's priming event.
-      prime: cursors?.journal === true,
+      // J1: every journaled stream, and every continuation, begins with a priming event.
+      prime: cursors !== undefined,
       ...(options.calls ? { awaiting: options.calls } : {}),
       ...(options.verify ? { verify: options.verify } : {}),
     });

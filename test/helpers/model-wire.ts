@@ -77,7 +77,10 @@ export function wireGet(url: string, headers: Record<string, string>, timeoutMs:
  * Any request on a fresh connection, answered as wireGet answers: a 200 `text/event-stream` body
  * (a GET stream, or a POST answered with its own stream) is read as it arrives.
  */
-export function wireOpen(url: string, options: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number }): Promise<WireGet> {
+export function wireOpen(
+  url: string,
+  options: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; cutAtPriming?: boolean },
+): Promise<WireGet> {
   const { method, headers, body, timeoutMs } = options;
   return new Promise((resolve, reject) => {
     const req = request(url, { method, headers, agent: false });
@@ -91,7 +94,7 @@ export function wireOpen(url: string, options: { method: string; headers: Record
       const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
       if (status === 200 && sse) {
         clearTimeout(timer);
-        resolve({ kind: 'stream', status, headers: res.headers, stream: new WireStream(res, () => req.destroy()) });
+        resolve({ kind: 'stream', status, headers: res.headers, stream: new WireStream(res, () => req.destroy(), options.cutAtPriming === true) });
         return;
       }
       readAll(res).then(
@@ -109,27 +112,40 @@ export function wireOpen(url: string, options: { method: string; headers: Record
   });
 }
 
+/** A priming event as it arrived: `after`, how many of the stream's other events came before it. */
+export interface PrimingEvent extends WireEvent {
+  readonly after: number;
+}
+
 /** An SSE body being read: its events so far, whether it ended, and bounded waits on both. */
 export class WireStream {
   readonly events: WireEvent[] = [];
   /**
    * The gateway's priming events (CONTRACT.md §8 J1: an id and empty data), kept apart from
-   * `events` as the SDK clients skip them as messages: the model does not resume from them
-   * (priming.test.ts does).
+   * `events` as the SDK clients skip them as messages, each with where it came among them: a
+   * client takes its cursor as its place all the same.
    */
-  readonly primed: WireEvent[] = [];
+  readonly primed: PrimingEvent[] = [];
   #ended = false;
   #closedByUs = false;
   readonly #waiters = new Set<() => void>();
   readonly #parser = new SseBlockParser((event) => {
-    if (isPriming(event)) this.primed.push(event);
+    // Nothing reaches a client after its connection broke, not even the rest of a chunk.
+    if (this.#closedByUs) return;
+    if (isPriming(event)) this.primed.push({ ...event, after: this.events.length });
     else this.events.push(event);
+    if (this.cutAtPriming && isPriming(event)) this.close();
     this.#wake();
   });
 
+  /**
+   * `cutAtPriming`: the connection breaks right after the first priming event, before whatever
+   * follows it (in the same chunk or not).
+   */
   constructor(
     res: IncomingMessage,
     private readonly destroy: () => void,
+    private readonly cutAtPriming = false,
   ) {
     res.on('data', (chunk: Buffer) => this.#parser.push(chunk));
     const end = () => {

@@ -27,14 +27,20 @@ export const TEST_INCARNATION = 'AAAAAAAAAAAAAAAA';
 
 /**
  * A rewriter as the gateway makes one: `awaiting`, a POST stream's request ids; `verify`, a
- * continuation, whose replica must first replay these ids; `prime`, a journaled stream that
- * begins with a priming event (J1). Only those mint cursors here.
+ * continuation, whose replica must first replay these ids; `prime`, a stream that begins with a
+ * priming event (J1), journaled unless `journal` is false. Only those mint cursors here.
  */
-export function testRewriter(options: { awaiting?: (string | number)[] | undefined; verify?: string[] | undefined; prime?: boolean | undefined; maxEventBytes: number }): SseRewriter {
+export function testRewriter(options: {
+  awaiting?: (string | number)[] | undefined;
+  verify?: string[] | undefined;
+  prime?: boolean | undefined;
+  journal?: boolean | undefined;
+  maxEventBytes: number;
+}): SseRewriter {
   return new SseRewriter({
     cursors:
       options.verify || options.prime
-        ? { codec: testCodec, sessionId: 's1', incarnation: TEST_INCARNATION, sink: { record: async () => 'ok' }, journal: options.prime === true }
+        ? { codec: testCodec, sessionId: 's1', incarnation: TEST_INCARNATION, sink: { record: async () => 'ok' }, journal: options.prime === true && options.journal !== false }
         : undefined,
     prime: options.prime === true,
     head: options.verify?.length ?? 0,
@@ -51,7 +57,10 @@ export function startedPipe(body: Readable, res: ServerResponse, rewriter: SseRe
     body,
     res,
     rewriter,
-    start: () => res.writeHead(200, { 'content-type': 'text/event-stream', 'x-started': 'yes' }),
+    // As the owner's replay does after the journal's events: a response begun already goes on.
+    start: () => {
+      if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream', 'x-started': 'yes' });
+    },
     onEvents: (count: number) => events.push(count),
     retryHintMs,
   };
@@ -61,7 +70,7 @@ export function startedPipe(body: Readable, res: ServerResponse, rewriter: SseRe
  * A state on a chain whose replica answers with an SSE head. `awaiting`: a POST stream's request
  * ids; `verify`: a continuation, whose replica must first replay these ids.
  */
-export async function pipeState(t: Teardown, options: { awaiting?: (string | number)[]; verify?: string[]; prime?: boolean } = {}): Promise<Chain<StateRun>> {
+export async function pipeState(t: Teardown, options: { awaiting?: (string | number)[]; verify?: string[]; prime?: boolean; journal?: boolean } = {}): Promise<Chain<StateRun>> {
   return startChain(
     t,
     (res) => res.writeHead(200, { 'content-type': 'text/event-stream' }),

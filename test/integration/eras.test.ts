@@ -91,6 +91,18 @@ t.test('a v2 client negotiates the modern era through the gateway: no session, a
   t.ok((await metricValue(gw.registry, 'mcp_gateway_modern_requests_total', { mcp_method: 'tools/call', outcome: 'forwarded' })) >= 5, 'counted by method');
 });
 
+t.test('a modern SSE stream is not journaled, so not primed: no event carries an id (§8 J1, §9 M3)', async (t) => {
+  // The journal is on (the default): a session's stream would begin with a priming event.
+  const { gw } = await fleet(t);
+  const call = { id: 11, method: 'tools/call', params: { name: 'count', arguments: { n: 2 }, _meta: { ...META, progressToken: 'p' } } };
+  const response = await modernPost(gw.url, call, { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'count' });
+  t.match(response.headers.get('content-type'), /^text\/event-stream/, 'answered with an SSE stream');
+  const blocks = (await response.text()).split(/\n\n/).filter((b) => b.trim() !== '');
+  t.equal(blocks.length, 3, 'its two notifications and its result');
+  t.notOk(blocks.some((b) => /^id:/m.test(b)), 'none with an id: no priming event, no cursor');
+  t.ok(blocks.every((b) => /^data: \{/m.test(b)), 'each with a JSON-RPC message');
+});
+
 t.test('subscriptions/listen passes unbuffered, and closing it closes the replica’s stream at once', async (t) => {
   const { replicas, gw } = await fleet(t);
   const { client } = await modernClient(t, gw.url);

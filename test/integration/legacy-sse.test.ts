@@ -48,6 +48,26 @@ function text(result: unknown): string {
   return content.find((c) => c.type === 'text')?.text ?? '';
 }
 
+t.test('an HTTP+SSE stream is not primed: its first event is the endpoint event, with no id (§8 J1)', async (t) => {
+  // The journal is on (the default): a Streamable HTTP session's stream would begin with a priming event.
+  const { a } = await fleet(t);
+  const controller = new AbortController();
+  t.teardown(() => controller.abort());
+  const response = await fetch(new URL(LEGACY.path, a.url), { headers: { accept: 'text/event-stream' }, signal: controller.signal });
+  t.equal(response.status, 200);
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!text.includes('\n\n')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  const first = text.slice(0, text.indexOf('\n\n'));
+  t.match(first, /^event: endpoint\ndata: \/messages\?sessionId=/m, 'the endpoint event first');
+  t.notMatch(first, /^id:/m, 'with no id: nothing of the journal');
+});
+
 t.test('an HTTP+SSE client opens its stream through one instance and posts through the other, to the owner', async (t) => {
   const { replicas, a, b } = await fleet(t);
   const { client, posted } = await legacyClient(t, a, b);

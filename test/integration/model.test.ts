@@ -36,6 +36,12 @@
  *   - journal off: the owner's log decides (§4, §5); a replica without one gives its events no id,
  *     so they carry no cursor (E1) and only a signal's position can be resumed, as a new stream.
  *
+ * Priming events (J1): a continuation, from the journal or the owner, begins with one for the
+ * cursor it continues after, which becomes the client's place, so that a client that received
+ * nothing after it resumes from it; with the journal, a plain GET and a call's POST stream begin
+ * with one at their first position, and a call may be cut before its first event and resumed
+ * from it (all its events and its response, each once). No other stream is primed.
+ *
  * The walk is fast-check's model-based runner (fc.commands, fc.asyncModelRun): each step is a
  * command with a precondition on the model's state and its own random choices, so that a failing
  * walk shrinks to a short one that still fails. Reproducible by seed: every run draws a new seed
@@ -215,8 +221,12 @@ interface CursorInfo {
   cursor: string;
   session: Session;
   inc: Incarnation;
-  kind: 'event' | 'signal';
-  /** Position in the session's log; -1 for the signal, a position the gateway made itself. */
+  /** A priming event (J1): a position the gateway made itself, before its stream's first event. */
+  kind: 'event' | 'signal' | 'priming';
+  /**
+   * Position in the session's log; -1 for the signal, a position the gateway made itself; for a
+   * priming event, the position of the event before the one it precedes (what follows it is #index+1 on).
+   */
   index: number;
   data: string;
   stream: StreamModel;
@@ -272,6 +282,10 @@ interface StreamModel {
   cut: boolean;
   /** Its end, when it came from the other side, is counted in the stats. */
   endCounted?: boolean;
+  /** Priming events of conn.primed checked so far. */
+  primings: number;
+  /** A plain GET's priming event (J1), placed once where its stream begins is known (resolveTail). */
+  priming?: string;
 }
 
 interface Client {
@@ -279,6 +293,8 @@ interface Client {
   session: Session;
   stream: StreamModel | undefined;
   lastCursor: string | undefined;
+  /** lastCursor came with a priming event (J1): nothing with a cursor arrived after it. */
+  lastPrimed: boolean;
   history: string[];
   /** The gateway answered 404 for the session: it is gone. */
   notFound: boolean;
@@ -306,6 +322,12 @@ interface Stats {
   spontaneousEnds: number;
   /** POST streams: resumed and continued, resumed and failed with -32010, answered before the cut. */
   calls: { continued: number; failed: number; answeredBeforeCut: number; answeredAfterGap: number; unresumable: number; followedAfterGap: number };
+  /**
+   * Resumptions from a priming event's cursor (J1): a GET stream's whose client received nothing
+   * with a cursor after a continuation's priming event, a stale one of a plain GET's priming
+   * event, and a call cut before its first event; and the plain GETs' priming cursors placed.
+   */
+  primings: { resumed: number; stale: number; calls: number; placed: number };
 }
 
 interface Prediction {
@@ -364,6 +386,7 @@ class Model {
     settlesEndedAtOnce: 0,
     spontaneousEnds: 0,
     calls: { continued: 0, failed: 0, answeredBeforeCut: 0, answeredAfterGap: 0, unresumable: 0, followedAfterGap: 0 },
+    primings: { resumed: 0, stale: 0, calls: 0, placed: 0 },
   };
   readonly clients: Client[] = [];
   readonly cursors = new Map<string, CursorInfo>();
@@ -538,7 +561,7 @@ class Model {
   }
 
   async addClient(name: string): Promise<Client> {
-    const client: Client = { name, session: await this.newSession(), stream: undefined, lastCursor: undefined, history: [], notFound: false };
+    const client: Client = { name, session: await this.newSession(), stream: undefined, lastCursor: undefined, lastPrimed: false, history: [], notFound: false };
     this.clients.push(client);
     return client;
   }
@@ -548,6 +571,7 @@ class Model {
     client.session = await this.newSession();
     client.stream = undefined;
     client.lastCursor = undefined;
+    client.lastPrimed = false;
     client.history = [];
     client.notFound = false;
     this.note(`${client.name} now on ${client.session.label}`);
@@ -575,6 +599,7 @@ class Model {
       signal: undefined,
       lastCursor: undefined,
       cut: false,
+      primings: 0,
     };
   }
 
@@ -586,14 +611,16 @@ class Model {
     stream.conn.close();
   }
 
-  /** Checks every event that arrived and has not been checked yet. */
+  /** Checks every event that arrived and has not been checked yet, priming events in their place among them. */
   drain(client: Client): void {
     const stream = client.stream;
     if (!stream) return;
     while (stream.processed < stream.conn.events.length) {
+      this.primings(client, stream);
       const event = stream.conn.events[stream.processed++]!;
       this.accept(client, stream, event);
     }
+    this.primings(client, stream);
     if (stream.conn.ended && !stream.conn.closedByUs && !stream.cut && !stream.endCounted) {
       stream.endCounted = true;
       this.stats.spontaneousEnds++;
@@ -638,6 +665,7 @@ class Model {
       this.cursors.set(cursor!, { cursor: cursor!, session, inc, kind: 'signal', index: -1, data: event.data ?? '', stream });
       stream.lastCursor = cursor;
       client.lastCursor = cursor;
+      client.lastPrimed = false;
       client.history.push(cursor!);
       if (inStream && !this.isLost(session)) this.fail(`${where}: a stream_reset after the journal's events of a session whose owner runs (its stream is held: J2)`);
       stream.phase = this.isLost(session) ? 'dead' : 'tail';
@@ -660,6 +688,7 @@ class Model {
       if (cursor !== undefined) {
         stream.lastCursor = cursor;
         client.lastCursor = cursor;
+        client.lastPrimed = false;
         client.history.push(cursor);
       }
       return;
@@ -684,7 +713,64 @@ class Model {
     this.place(where, cursor, { cursor, session, inc, kind: 'event', index, data: event.data ?? '', stream });
     stream.lastCursor = cursor;
     client.lastCursor = cursor;
+    client.lastPrimed = false;
     client.history.push(cursor);
+  }
+
+  /** Checks the priming events that arrived before the stream's next unchecked event. */
+  primings(client: Client, stream: StreamModel): void {
+    const { primed } = stream.conn;
+    while (stream.primings < primed.length && primed[stream.primings]!.after <= stream.processed) {
+      const priming = primed[stream.primings++]!;
+      this.acceptPriming(client, stream, priming.id!, stream.primings === 1 && priming.after === 0);
+    }
+  }
+
+  /**
+   * J1: a continuation begins with a priming event for the position it continues after (the
+   * cursor it was given: the codec is deterministic), which becomes the client's place; a plain GET
+   * with the journal with its own, placed once where its stream begins is known. No other stream
+   * is primed: a signal's (its first event, the signal, carries a cursor), a plain GET's without
+   * the journal. The replicas prime no stream of their own at this protocol version (2025-06-18).
+   */
+  acceptPriming(client: Client, stream: StreamModel, cursor: string, first: boolean): void {
+    const where = `${client.name} stream #${stream.no} (${stream.route.name}, ${stream.phase})`;
+    if (!CURSOR_ALPHABET.test(cursor)) this.fail(`${where}: priming cursor ${JSON.stringify(cursor)} is not opaque ASCII of at most 128 characters (E2)`);
+    if (this.callCursors.has(cursor)) this.fail(`${where}: priming cursor ${cursor} was issued before on a POST stream`);
+    const continuation = stream.phase === 'exact' && stream.resumedFrom !== undefined && stream.resumedFrom !== '';
+    const plainGet = stream.phase === 'tail' && stream.takeover !== undefined && stream.signal === undefined;
+    if (!continuation && !plainGet) this.fail(`${where}: a priming event ${cursor} on a stream the gateway does not prime (a signal's, or one not journaled)`);
+    if (!first) this.fail(`${where}: a priming event ${cursor} that is not the stream's first`);
+    if (plainGet) {
+      stream.priming = cursor;
+      return;
+    }
+    if (cursor !== stream.resumedFrom) this.fail(`${where}: the continuation's priming event ${cursor} is not the cursor it continues after, ${stream.resumedFrom}`);
+    stream.lastCursor = cursor;
+    client.lastCursor = cursor;
+    client.lastPrimed = true;
+  }
+
+  /**
+   * A plain GET's priming event, its stream begun at log #start: the position before it, in the
+   * stream's incarnation. A known cursor (a take-over goes on after the client's last) must stand
+   * for that position already; a take-over's past events the client that left never read is one
+   * the model does not know, and stays so.
+   */
+  placePriming(where: string, client: Client, stream: StreamModel, cursor: string, start: number): void {
+    const inc = stream.inc!;
+    const known = this.cursors.get(cursor);
+    if (known) {
+      const at = known.kind === 'signal' ? known.inc.first : known.index + 1;
+      if (known.inc !== inc || at !== start) {
+        this.fail(`${where}: the priming cursor ${cursor} stood for the position before log #${String(at)} of inc ${known.inc.no}, and now before #${start} of inc ${inc.no}`);
+      }
+      return;
+    }
+    if (inc === stream.takeover?.inc) return;
+    this.cursors.set(cursor, { cursor, session: client.session, inc, kind: 'priming', index: start - 1, data: '', stream });
+    client.history.push(cursor);
+    this.stats.primings.placed++;
   }
 
   /** Records that `info.cursor` stands for log event info.index of info.inc; checks E3 both ways. */
@@ -744,6 +830,11 @@ class Model {
       stream.resumedFrom = undefined;
     }
     client.session.currentGet = stream.inc;
+    if (stream.takeover) {
+      // J1: a plain GET with the journal begins with a priming event, a take-over too.
+      if (stream.priming === undefined) this.fail(`${where}: a journaled GET stream that did not begin with a priming event (J1)`);
+      this.placePriming(where, client, stream, stream.priming, start);
+    }
     // The cursors were checked as new in accept(); now they get their places.
     const lastCursor = stream.lastCursor;
     for (const b of stream.buffer) {
@@ -936,13 +1027,14 @@ class Model {
       p.reasons.add('owner_gone');
       // A gateway that has not yet seen the owner go finds no owner id for a signal position (gap),
       // and then fails to open the fresh stream.
-      if (info.kind === 'signal') p.reasons.add('gap');
+      if (info.kind !== 'event') p.reasons.add('gap');
       p.why += 'owner killed';
       return p;
     }
-    if (info.kind === 'signal') {
+    if (info.kind !== 'event') {
+      // No upstream id at a position the gateway made itself (a priming event: only with the journal).
       p.reasons.add('gap');
-      p.why += 'position of a signal';
+      p.why += `position of a ${info.kind}`;
       return p;
     }
     const event = session.log[info.index]!;
@@ -988,7 +1080,7 @@ class Model {
       return p;
     }
     p.mustContinue = true;
-    p.why += `${info.kind === 'signal' ? 'signal' : `event #${info.index}`} of the current incarnation, ${after} after it in the journal`;
+    p.why += `${info.kind === 'event' ? `event #${info.index}` : info.kind} of the current incarnation, ${after} after it in the journal`;
     return p;
   }
 
@@ -996,6 +1088,9 @@ class Model {
   async resume(client: Client, cursor: string, how: string, forged = false): Promise<void> {
     this.closeStream(client);
     client.stream = undefined;
+    // J1: the client's place is a priming event's cursor (nothing with a cursor came after it).
+    if (client.lastPrimed && cursor === client.lastCursor) this.stats.primings.resumed++;
+    else if (how === 'stale' && this.cursors.get(cursor)?.kind === 'priming') this.stats.primings.stale++;
     const session = client.session;
     const route = this.route();
     const prediction = this.predict(client, cursor, forged);
@@ -1047,6 +1142,9 @@ class Model {
       client.stream = stream;
       this.note(`${what}: continued from #${prediction.from} on stream #${stream.no} (${session.log.length - prediction.from} to replay)`);
       this.stats.continued++;
+      // J1: first of all the priming event for the client's position (acceptPriming checks it).
+      await stream.conn.until(() => stream.conn.primed.length > 0 || stream.conn.events.length > 0 || stream.conn.ended, EVENTS_MS);
+      if (stream.conn.primed[0]?.after !== 0) this.fail(`${what}: continued, and the stream did not begin with a priming event (J1)`);
       await this.checkpoint(client);
       if (this.isLost(session)) {
         // Every journaled event went (checkpoint): the stream of a session whose owner is gone ends
@@ -1240,10 +1338,11 @@ class Model {
     const session = client.session;
     const { rng } = this;
     const route = this.route();
-    const keep = rng.int(1, CALL_KEEP_MAX);
+    const { journal } = this.fleet;
+    // With the journal, perhaps cut before its first event: only its priming event came (J1).
+    const keep = rng.int(journal ? 0 : 1, CALL_KEEP_MAX);
     const roll = rng.next();
     const spare = this.replicas.filter((r) => r.up).length >= 2;
-    const { journal } = this.fleet;
     const fault: CallFault | undefined =
       roll < 0.2 && spare
         ? 'kill'
@@ -1262,6 +1361,8 @@ class Model {
       headers: { 'content-type': 'application/json', accept: MCP_ACCEPT, ...this.headers(session) },
       body: toolCallBody('emit', { count: CALL_EVENTS, intervalMs: CALL_INTERVAL_MS, stream: 'request' }, rpc),
       timeoutMs: REQUEST_MS,
+      // Dropped by the client: right after the priming event, its first event perhaps on its way.
+      cutAtPriming: keep === 0 && fault !== 'kill' && !byBalancer,
     });
     if (opened.kind === 'answer') {
       const { response } = opened;
@@ -1278,7 +1379,7 @@ class Model {
       this.fail(`${what}: a stream although the owner was killed`);
     }
     const idless = this.idless(session);
-    await conn.until(() => conn.events.length >= keep || conn.ended, EVENTS_MS);
+    await conn.until(() => (keep === 0 ? conn.primed.length > 0 : conn.events.length >= keep) || conn.ended, EVENTS_MS);
     if (fault === 'kill') {
       await this.kill(session.replica);
       if (!(await conn.until(() => conn.ended, END_MS))) this.fail(`${what}: its stream did not end within ${END_MS} ms after its replica was killed`);
@@ -1289,6 +1390,10 @@ class Model {
       conn.close();
     }
     const seen = new Set<string>();
+    // J1: a journaled POST stream begins with the gateway's priming event, at its first position.
+    if (journal && conn.primed[0]?.after !== 0) this.fail(`${what}: its stream did not begin with a priming event (J1)`);
+    if (!journal && conn.primed.length > 0) this.fail(`${what}: a priming event on a stream that is not journaled: ${JSON.stringify(conn.primed[0])}`);
+    for (const priming of conn.primed) this.newCursor(`${what}: its priming event`, priming.id!, seen);
     let next = 1;
     for (const event of conn.events) {
       if (this.callEvent(`${what} before the cut`, event, rpc, seen, next, idless) === 'response') {
@@ -1298,7 +1403,7 @@ class Model {
       }
       next++;
     }
-    if (next === 1) this.fail(`${what}: its stream ended before its first event`);
+    if (next === 1 && conn.primed.length === 0) this.fail(`${what}: its stream ended before its first event`);
     const cut = fault === 'kill' ? 'owner killed' : byBalancer ? 'cut at the balancer' : 'dropped';
     if (idless) {
       // E1: no id from the owner, none from the gateway without the journal: nothing to resume
@@ -1307,8 +1412,11 @@ class Model {
       this.stats.calls.unresumable++;
       return;
     }
-    const cursor = conn.events[conn.events.length - 1]!.id!;
-    this.note(`${what}: ${cut} after ${next - 1} of ${CALL_EVENTS} events`);
+    // The client's place: its last event's cursor, or, cut before its first, its priming event's.
+    const fromPriming = next === 1;
+    const cursor = fromPriming ? conn.primed[conn.primed.length - 1]!.id! : conn.events[conn.events.length - 1]!.id!;
+    if (fromPriming) this.stats.primings.calls++;
+    this.note(`${what}: ${cut} after ${next - 1} of ${CALL_EVENTS} events${fromPriming ? ', resumed from its priming event' : ''}`);
     if (fault === 'trim') await this.trim(session.replica);
     if (fault === 'answered' || fault === 'killAnswered') {
       // The held stream (J2) reads on until the response has passed: every event of the call, the
@@ -1391,6 +1499,12 @@ class Model {
       if (!(await stream.until(() => stream.ended, END_MS))) this.fail(`${how}: the stream did not end after -32010`);
     }
     stream.close();
+    // J1: a continuation begins with a priming event for the cursor it continues after; nothing
+    // else is primed (a signal's first event is the signal).
+    const [priming, ...primings] = stream.primed;
+    if (continued && (priming?.after !== 0 || priming.id !== cursor)) this.fail(`${how}: continued, and not begun with a priming event for the cursor ${cursor} (J1): ${JSON.stringify(priming)}`);
+    const stray = continued ? primings[0] : priming;
+    if (stray !== undefined) this.fail(`${how}: a priming event that is not a continuation's first: ${JSON.stringify(stray)}`);
     let reason: Reason | undefined;
     let outcome: 'response' | 'failed' | undefined;
     let followed = false;
@@ -1873,6 +1987,10 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED} (${describeFleet(FLEET)}
       `fresh streams after a signal ${stats.settles} (ended at once ${stats.settlesEndedAtOnce}), probe events lost before the fresh stream attached ${stats.probesLost}`,
   );
   t.comment(`POST streams cut and resumed: ${JSON.stringify(stats.calls)}`);
+  t.comment(
+    `resumed from a priming cursor: a continuation's as the client's last ${stats.primings.resumed}, a plain GET's (stale) ${stats.primings.stale}, ` +
+      `a call cut before its first event ${stats.primings.calls}; plain GETs' priming cursors placed ${stats.primings.placed}`,
+  );
   t.comment(`streams continued from the journal ${await continuations(gateways, 'journal')}, by the owner ${await continuations(gateways, 'owner')}`);
   t.ok(Object.keys(stats.newStream).length > 0, 'the walk drew new-stream signals');
   if (FLEET.journal || FLEET.logs.some(Boolean)) {
@@ -1884,6 +2002,8 @@ t.test(`model-based resumption walk, MODEL_SEED=${SEED} (${describeFleet(FLEET)}
     t.ok(stats.calls.unresumable > 0, 'the walk cut POST streams whose events carry no cursor');
   }
   if (!FLEET.journal) t.equal(await continuations(gateways, 'journal'), 0, 'nothing continued from a journal that is off');
+  // Every continuation is primed: with the journal, every walk has several (without, only the owners' with a log).
+  if (FLEET.journal) t.ok(stats.primings.resumed > 0, 'the walk resumed from continuations\' priming cursors');
 
   // What the gateways counted (§6) is what the clients saw.
   t.equal(await resumptionMetrics(gateways, { outcome: 'continued', reason: 'none' }), stats.continued + stats.complete, 'continued resumptions, as counted by the gateways');

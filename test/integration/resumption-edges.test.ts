@@ -599,6 +599,8 @@ t.test('a continuation at the head: continued, then live events numbered on', as
     t.equal(mediaType(answer.headers['content-type']), 'text/event-stream', `${mode}: an event stream`);
     t.equal(answer.headers['mcp-resumption'], 'continued', `${mode}: Mcp-Resumption: continued`);
     t.equal(answer.headers['mcp-resumption-reason'], undefined, `${mode}: no Mcp-Resumption-Reason`);
+    // J1: the owner's continuation begins with the client's own position, before any event.
+    t.same(await answer.events.next(), { id: at, data: '' }, `${mode}: a priming event for the cursor it continues after first`);
     await call(signal.url, session, 'emit', { count: 2, intervalMs: 0 });
     const events = [await answer.events.next(), await answer.events.next()];
     t.same(events.map(emitted), [1, 2], `${mode}: nothing replayed, then the live events`);

@@ -48,19 +48,40 @@ t.test('a held batch past the bound fails the start once, and nothing has left',
   t.equal(state.started, false);
 });
 
-t.test('a journaled continuation begins with a priming event for the position it continues after, then what was held (J1)', async (t) => {
+for (const journal of [true, false]) {
+  // Not journaled: the owner's replay with the journal off, primed all the same.
+  const which = journal ? 'a journaled continuation' : "a continuation that is not journaled (the owner's replay, the journal off)";
+  t.test(`${which} begins with a priming event for the position it continues after, then what was held (J1)`, async (t) => {
+    const { client: clientSide, handled } = await pipeState(t, { verify: ['u1'], prime: true, journal });
+    const { state } = handled;
+    state.unverified.chunks.push(Buffer.from('data: one\n\n'));
+    state.unverified.bytes += 11;
+    state.unverified.events += 1;
+    let primed = 0;
+    begin(state, () => undefined, () => primed++);
+    const client = await clientSide;
+    await client.seen('data: one\n\n');
+    const [cursor] = testCodec.issuer('s1', TEST_INCARNATION).encode([0]);
+    t.equal(client.text(), `id: ${cursor}\ndata: \n\ndata: one\n\n`, "the client's own position first, empty data");
+    t.equal(primed, 0, 'nothing recorded for it: the client holds that cursor already');
+    state.channel.settle('gateway_end');
+  });
+}
+
+t.test("the owner's replay on a response that began with the journal's events adds no priming event: the client holds that position", async (t) => {
   const { client: clientSide, handled } = await pipeState(t, { verify: ['u1'], prime: true });
   const { state } = handled;
+  const { res } = state.options;
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'x-started': 'journal' });
+  res.write('id: j1\ndata: journaled\n\n');
   state.unverified.chunks.push(Buffer.from('data: one\n\n'));
   state.unverified.bytes += 11;
   state.unverified.events += 1;
-  let primed = 0;
-  begin(state, () => undefined, () => primed++);
+  begin(state, () => undefined, () => t.fail('nothing to record'));
   const client = await clientSide;
   await client.seen('data: one\n\n');
-  const [cursor] = testCodec.issuer('s1', TEST_INCARNATION).encode([0]);
-  t.equal(client.text(), `id: ${cursor}\ndata: \n\ndata: one\n\n`, "the client's own position first, empty data");
-  t.equal(primed, 0, 'nothing recorded for it: the client holds that cursor already');
+  t.equal(client.res.headers['x-started'], 'journal', 'the head the journal continuation sent');
+  t.equal(client.text(), 'id: j1\ndata: journaled\n\ndata: one\n\n', "the journal's event, then the replay's, nothing between");
   state.channel.settle('gateway_end');
 });
 
