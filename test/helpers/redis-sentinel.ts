@@ -26,6 +26,8 @@ export interface RedisSentinel {
    * over (SENTINEL FAILOVER), and resolves at once with the old master's port.
    */
   failover(): Promise<number>;
+  /** SIGKILLs the current master (nothing saved, no goodbye) and resolves with its port once it has exited. */
+  killMaster(): Promise<number>;
   /** Resolves once every sentinel names a master other than `oldPort`, and that node says it is one. */
   failedOver(oldPort: number): Promise<number>;
 }
@@ -35,7 +37,10 @@ const SENTINELS = 3;
 const START_ATTEMPTS = 3;
 /** Sentinels find the replica through the master's INFO and each other through hello messages every 2 s. */
 const READY_DEADLINE_MS = 20_000;
-/** down-after 1 s, failover-timeout 5 s: a forced failover on loopback ends well within this. */
+/**
+ * down-after 1 s, failover-timeout 5 s: a forced failover on loopback ends well within this, and
+ * so does one after a master's death (down-after, the quorum's agreement, a leader's election).
+ */
 const FAILOVER_DEADLINE_MS = 20_000;
 
 export async function startRedisSentinel(t: Teardown): Promise<RedisSentinel> {
@@ -43,9 +48,11 @@ export async function startRedisSentinel(t: Teardown): Promise<RedisSentinel> {
   t.teardown(() => rm(dir, { recursive: true, force: true }));
 
   // The replica is started beside its master: it connects once the master answers.
+  const data = new Map<number, RedisProcess>();
   const dataPorts = await retry(async (started) => {
     const [master, replica] = [await freePort(), await freePort()];
     await settled([startData(t, dir, started, master, []), startData(t, dir, started, replica, ['--replicaof', '127.0.0.1', String(master)])]);
+    for (const proc of started) data.set(proc.port, proc);
     return [master, replica];
   });
   const [master, replica] = dataPorts as [number, number];
@@ -114,6 +121,13 @@ export async function startRedisSentinel(t: Teardown): Promise<RedisSentinel> {
       if (acked !== 1) throw new Error(`WAIT 1: ${String(acked)} replica(s) acknowledged`);
       const reply = await command(first, ['SENTINEL', 'FAILOVER', NAME]);
       if (reply !== 'OK') throw new Error(`SENTINEL FAILOVER answered ${String(reply)}`);
+      return old;
+    },
+    async killMaster() {
+      const old = await masterPortAt(first);
+      const proc = data.get(old);
+      if (proc === undefined) throw new Error(`the master on ${old} is none of this setup's nodes`);
+      await proc.kill('SIGKILL');
       return old;
     },
     async failedOver(oldPort: number) {

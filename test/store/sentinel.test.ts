@@ -2,9 +2,10 @@ import t from 'tap';
 import { createRedisStore } from '../../src/store/redis/index.js';
 import { sessionKey } from '../../src/store/redis/keys.js';
 import type { Store } from '../../src/store/types.js';
+import { startBalancer } from '../helpers/balancer.js';
 import { command } from '../helpers/redis-process.js';
 import { startRedisSentinel, type RedisSentinel } from '../helpers/redis-sentinel.js';
-import { bound, waitFor } from '../helpers/wait.js';
+import { bound, storeAnswers, waitFor } from '../helpers/wait.js';
 import { CONTRACT_JOBS, redisHarness, storeContract } from './contract.js';
 
 const KEY_PREFIX = 'gwtest';
@@ -21,6 +22,11 @@ const CONTRACT_TIMEOUT_MS = 5_000;
  * what is more is a hang, with room for a loaded machine.
  */
 const FAIL_FAST_MS = bound(2 * COMMAND_TIMEOUT_MS);
+/**
+ * How long the client waits on a sentinel that does not answer (its command timeout): longer than a
+ * failover takes, so that the new master is announced while it waits.
+ */
+const SILENT_SENTINEL_WAIT_MS = 6_000;
 /** Bounds the wait for service after a failover; a limit on failure, not an expected duration. */
 const RECOVERY_DEADLINE_MS = bound(20_000);
 
@@ -111,4 +117,43 @@ t.test('redis sentinel: a forced failover fails operations fast, then service re
   const fresh = makeStore(setup);
   t.teardown(() => fresh.close());
   t.match(await fresh.touchSession('after', 600_000), { owner: 'r2' }, 'a new client finds the new master too');
+});
+
+t.test('redis sentinel: a master lost while the client waits on a sentinel that does not answer; the failover announced meanwhile does not end the client', async (t) => {
+  // Last: the master is SIGKILLed, and nothing replaces the replica that takes over.
+  // A sentinel whose host is gone accepts nothing or answers nothing: the client waits for it up
+  // to the command timeout, long enough here that the new master is announced (+switch-master)
+  // while it waits.
+  const silent = await startBalancer(t, [setup.sentinelUrls[0]!]);
+  silent.pause();
+  const silentUrl = `redis://127.0.0.1:${new URL(silent.url).port}`;
+  const store = createRedisStore({
+    url: 'redis://unused.invalid:6379',
+    // Asked last: the client reaches the master through the others first.
+    sentinel: { nodes: [...setup.sentinelUrls, silentUrl], name: setup.name },
+    keyPrefix: KEY_PREFIX,
+    connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: SILENT_SENTINEL_WAIT_MS,
+  });
+  t.teardown(() => store.close());
+  await storeAnswers(store);
+  t.equal(await store.bindSession({ sessionId: 'kept', owner: 'r1', ownerEpoch: 'e1' }, 600_000), true);
+  // An earlier failover made the old master a replica, which may still be syncing.
+  const master0 = await setup.masterPort();
+  const replica = setup.dataPorts.find((port) => port !== master0)!;
+  await t.resolves(
+    waitFor('the replica has the session', RECOVERY_DEADLINE_MS, async () => (await command(replica, ['EXISTS', sessionKey(KEY_PREFIX, 'kept')])) === 1),
+    'the replica has the session',
+  );
+
+  // The client asks each sentinel in turn for the master, reaches only the dead one, and then
+  // waits on the silent sentinel while the others fail over.
+  const old = await setup.killMaster();
+  t.equal(old, master0);
+  const master = await setup.failedOver(old);
+  t.not(master, old, 'the replica was promoted');
+  await t.resolves(
+    waitFor('service on the new master', bound(2 * SILENT_SENTINEL_WAIT_MS), async () => (await store.touchSession('kept', 600_000))?.owner === 'r1'),
+    'the client reconnected to the new master by itself, and the session is there',
+  );
 });

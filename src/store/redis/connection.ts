@@ -6,7 +6,8 @@
 
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
-import { GuardedSentinelConnector, GuardedStandaloneConnector } from './socket-errors.js';
+import { SentinelConnector } from './sentinel-connector.js';
+import { GuardedStandaloneConnector } from './socket-errors.js';
 
 /** The TLS of every rediss:// connection (store.tls, its files read): certificates in PEM. */
 export type StoreTls = Pick<TlsOptions, 'ca' | 'cert' | 'key' | 'servername' | 'rejectUnauthorized'>;
@@ -121,7 +122,7 @@ export function connect(opts: ConnectionOptions, role: ConnectionRole = 'command
     const { username, password, db, tls } = nodeOptions(opts.url, opts.tls);
     const client = new Redis({
       ...failFast,
-      Connector: GuardedSentinelConnector as RedisOptions['Connector'],
+      Connector: SentinelConnector as unknown as RedisOptions['Connector'],
       enableAutoPipelining,
       sentinels: sentinels.map(({ host, port }) => ({ host, port })),
       name: opts.sentinel.name,
