@@ -15,6 +15,7 @@
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Health } from '../fleet/health.js';
 import { tagId } from '../sse/event-tag.js';
+import { leaseLate } from '../streams/liveness.js';
 import type { IncarnationRecord, IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
 
 export const REASONS = ['session_unknown', 'foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
@@ -123,13 +124,6 @@ export type Decision =
     };
 
 /**
- * A lease this late while its instance lives is not lateness: its release never landed (the store
- * failed it when the stream ended). Past what a live instance's lease can lag: its liveness lapses
- * once its loop has stalled for LIVENESS_MAX_STALL_MS (streams/liveness.ts), plus one lease.
- */
-export const LEASE_LATE_MAX_MS = 60_000;
-
-/**
  * J3: a stream's pump reads its replica's stream while its lease runs, or while the lease is only
  * late and its instance alive (`instanceAlive`: its liveness runs, docs/journal.md#instance-liveness):
  * a renewal delayed by load is not a loss. Not once the lease is this instance's and the stream has
@@ -139,11 +133,6 @@ export const LEASE_LATE_MAX_MS = 60_000;
 export function pumpLives(record: IncarnationRecord, now: number, endedHere = false, instanceAlive = false): boolean {
   if (record.pump === '' || endedHere) return false;
   return record.pumpUntil > now || (instanceAlive && leaseLate(record, now));
-}
-
-/** The pump's lease lapsed, lately enough that its instance may be alive and only late (ask it: instanceAlive). */
-export function leaseLate(record: IncarnationRecord, now: number): boolean {
-  return record.pump !== '' && record.pumpUntil <= now && record.pumpUntil > now - LEASE_LATE_MAX_MS;
 }
 
 /**

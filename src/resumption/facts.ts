@@ -6,7 +6,8 @@
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Fleet } from '../fleet/index.js';
 import type { IncarnationRecord, IncarnationView, SessionRecord } from '../store/types.js';
-import { leaseLate, pumpLives, type ResumptionFacts } from './decide.js';
+import { leaseLate } from '../streams/liveness.js';
+import { pumpLives, type ResumptionFacts } from './decide.js';
 
 /** Reads the session and, when named, the cursor's incarnation at its position. Rejects with a StoreError. */
 export type FactsReader = (read: { incarnationId: string; afterSeq: number } | undefined) => Promise<{

@@ -1,7 +1,8 @@
 /** The §5 decision table: one case per reason, and the first failing check wins. */
 import t from 'tap';
 import type { DecodeResult } from '../../src/cursor/codec.js';
-import { decide, LEASE_LATE_MAX_MS, leaseLate, pumpLives, type ResumptionFacts } from '../../src/resumption/decide.js';
+import { decide, pumpLives, type ResumptionFacts } from '../../src/resumption/decide.js';
+import { LEASE_LATE_MAX_MS, leaseLate } from '../../src/streams/liveness.js';
 import type { IncarnationRecord, IncarnationView, SessionRecord } from '../../src/store/types.js';
 
 const session: SessionRecord = { sessionId: 's1', owner: 'r1', ownerEpoch: '', state: 'active', createdAt: 0 };
