@@ -66,6 +66,12 @@ export function createMetrics(registry: Registry) {
       ['op'],
       [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     ),
+    leaseRenewalLateness: histogram(
+      'mcp_gateway_lease_renewal_lateness_seconds',
+      "How late a lease renewal landed in the store against its schedule (every third of resumption.journal.leaseMs), by lease: instance (this instance's liveness, renewed on a path of its own) or stream (a pumped stream's lease, renewed between its events). A renewal later than two thirds of the lease let the lease lapse.",
+      ['lease'],
+      [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 6, 10, 30, 60],
+    ),
     storeErrors: counter('mcp_gateway_store_errors_total', 'Store operations that failed or timed out, by operation.', ['op']),
     bindingCache: counter(
       'mcp_gateway_binding_cache_total',

@@ -31,7 +31,8 @@ import { isStoreError } from './errors.js';
 import { SseStreams } from './streams/sse-streams.js';
 import { UnrecordedRecords } from './streams/unrecorded.js';
 import { instrumentStore } from './store/instrument.js';
-import type { Store } from './store/types.js';
+import type { InstanceLiveness, Store } from './store/types.js';
+import { keepAlive } from './streams/liveness.js';
 import type { Tracing } from './tracing/index.js';
 import { Upstreams } from './upstream/index.js';
 
@@ -108,6 +109,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
   });
   let draining = false;
   let secretRefresh: NodeJS.Timeout | undefined;
+  let liveness: InstanceLiveness | undefined;
 
   const mcp = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -202,6 +204,7 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       const adminUrl = options.admin === false ? '' : await admin.listen({ host: config.admin.host, port: config.admin.port });
       fleet.start();
       bindings.start();
+      liveness = keepAlive(store, agreement.instanceId, config.resumption.journal.leaseMs, metrics);
       // A store that lost its data lost the agreed cursor secret with it: re-agree regularly, and
       // compare keys with the other instances (key-agreement.ts). A failure is logged once until
       // the store answers again: a store outage is reported where it is noticed (/readyz, metrics).
@@ -281,6 +284,8 @@ export function buildServer(initial: Config, deps: GatewayDeps): Gateway {
       // what is left of the grace period; what is not becomes unknown_stream (§7).
       await unrecorded.settle(graceMs - (performance.now() - startedAt));
       await agreement.withdraw();
+      // Its streams are over: none is left for another instance to wait for.
+      await liveness?.stop();
       await admin.close();
       await store.close();
     },

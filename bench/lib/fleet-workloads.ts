@@ -6,7 +6,7 @@
  */
 import type { FleetJob, OpenLoopResult, StormResult, StreamsMeasureResult, StreamsOpenResult } from '../fleet-load.js';
 import type { Context, Row } from './context.js';
-import { measured, storeRows } from './sampler.js';
+import { bucketQuantile, measured, storeRows, type Sample } from './sampler.js';
 import { kindOf, REDIS_KINDS, startTarget, type Target, type TargetName, type Upstream } from './targets.js';
 import { eachTarget } from './workloads.js';
 
@@ -134,6 +134,7 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
           { ...sw, metric: 'signalled', value: r.signalled, note: 'stream_reset (resumed: false): could not go on, said so' },
           { ...sw, metric: 'repeated', value: r.repeated, ...(r.firstRepeat ? { note: `first: ${r.firstRepeat}` } : {}) },
           { ...sw, metric: 'proxy_and_redis_cpu_s', value: storm.end.proxyCpu - storm.start.proxyCpu + storm.end.redisCpu - storm.start.redisCpu },
+          ...leaseRows(sw, storm.start, storm.end),
         );
       }
       ctx.log(`  streams ${kind}: done`);
@@ -146,4 +147,17 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
     }
   }
   return addedRows(rows, ['p50_ms', 'p99_ms']);
+}
+
+/**
+ * How late the lease renewals of the storm's window landed against their schedule, by lease
+ * (docs/journal.md#instance-liveness): p99 and the highest, each as the bound of its histogram
+ * bucket. A stream's renewal later than two thirds of the lease let its lease lapse.
+ */
+export function leaseRows(w: Pick<Row, 'workload' | 'target'>, start: Sample, end: Sample): Row[] {
+  return ['instance', 'stream'].flatMap((lease) => {
+    const q = bucketQuantile(start.leaseLateness?.get(lease), end.leaseLateness?.get(lease), 0.99);
+    const note = `${q.count} renewals; the highest at most ${q.highest * 1000} ms (bucket bound)`;
+    return [{ ...w, metric: `${lease}_lease_renewal_late_p99_ms`, value: q.atMost * 1000, note }];
+  });
 }

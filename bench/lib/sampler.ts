@@ -18,6 +18,38 @@ export interface Sample {
   redisCpu: number;
   redis: Map<string, number> | undefined;
   storeOps: Map<string, number> | undefined;
+  /** mcp_gateway_lease_renewal_lateness_seconds over the group: by lease, the cumulative count at each bucket bound. */
+  leaseLateness: Map<string, Map<number, number>> | undefined;
+}
+
+/** A gateway histogram's cumulative buckets summed over `metricsUrls`: by the value of `label`, the count at each bound `le`. */
+export async function bucketsBy(metricsUrls: readonly (string | undefined)[], metric: string, label: string): Promise<Map<string, Map<number, number>> | undefined> {
+  const urls = metricsUrls.filter((url): url is string => url !== undefined);
+  if (urls.length === 0) return undefined;
+  const out = new Map<string, Map<number, number>>();
+  for (const url of urls) {
+    const text = await (await fetch(url)).text();
+    for (const m of text.matchAll(new RegExp(`^${metric}_bucket\\{(?=[^}]*${label}="([^"]+)")(?=[^}]*le="([^"]+)")[^}]*\\} (\\d+)`, 'gm'))) {
+      const buckets = out.get(m[1]!) ?? new Map<number, number>();
+      const le = m[2] === '+Inf' ? Infinity : Number(m[2]);
+      buckets.set(le, (buckets.get(le) ?? 0) + Number(m[3]));
+      out.set(m[1]!, buckets);
+    }
+  }
+  return out;
+}
+
+/**
+ * Of the observations between two samples of one histogram's buckets: how many, the bound under
+ * which a share `q` of them fell (a bucket's upper bound, Infinity past the last), and the
+ * highest bucket any reached.
+ */
+export function bucketQuantile(before: Map<number, number> | undefined, after: Map<number, number> | undefined, q: number): { count: number; atMost: number; highest: number } {
+  const bounds = [...(after?.keys() ?? [])].sort((a, b) => a - b);
+  const cum = bounds.map((le) => (after!.get(le) ?? 0) - (before?.get(le) ?? 0));
+  const count = cum[cum.length - 1] ?? 0;
+  const at = (share: number) => bounds[cum.findIndex((c) => c >= share)] ?? Infinity;
+  return { count, atMost: count === 0 ? 0 : at(q * count), highest: count === 0 ? 0 : at(count) };
 }
 
 /** The samples of a gateway's counter `metric` summed by the value of `label`. */
@@ -38,16 +70,17 @@ export async function countsBy(metricsUrls: readonly (string | undefined)[], met
 export async function sample(ctx: Context, group: readonly Target[], upstream: Upstream): Promise<Sample> {
   const kind = kindOf(group[0]!.kind);
   const onRedis = REDIS_KINDS.includes(kind) && ctx.redis !== undefined;
-  const [proxyCpus, loadCpu, upstreamCpu, redisCpu, redis, ops] = await Promise.all([
+  const [proxyCpus, loadCpu, upstreamCpu, redisCpu, redis, ops, leaseLateness] = await Promise.all([
     Promise.all(group.map((target) => (target.pid === undefined ? 0 : treeCpuSeconds(target.pid)))),
     treeCpuSeconds(ctx.load.pid),
     treeCpuSeconds(upstream.child.pid),
     onRedis ? treeCpuSeconds(ctx.redis!.pid) : 0,
     REDIS_KINDS.includes(kind) ? ctx.redis?.commandStats() : undefined,
     countsBy(group.map((target) => target.metricsUrl), 'mcp_gateway_store_duration_seconds_count', 'op'),
+    bucketsBy(group.map((target) => target.metricsUrl), 'mcp_gateway_lease_renewal_lateness_seconds', 'lease'),
   ]);
   const proxyCpu = proxyCpus.reduce((a, b) => a + b, 0);
-  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, storeOps: ops };
+  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, storeOps: ops, leaseLateness };
 }
 
 /** after - before per key, without zeros and without our own INFO calls. */

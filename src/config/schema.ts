@@ -321,7 +321,7 @@ export const ConfigSchema = Type.Object(
               1000,
             ),
             leaseMs: Millis(
-              "how long an instance's claim on a journaled stream lasts unless renewed (renewed every third of it): the claim of the instance that reads and journals it, so another instance takes a stream over at most this long after that one died, and the claim of a client attached through another instance, which keeps a held GET stream from being let go; shorter takes over sooner, at the cost of a store write per stream that often",
+              "how long an instance's claim on a journaled stream lasts unless renewed (renewed every third of it): the claim of the instance that reads and journals it, so another instance takes a stream over at most this long after that one died, and the claim of a client attached through another instance, which keeps a held GET stream from being let go; shorter takes over sooner, at the cost of a store write per stream that often. Also how long this instance's liveness lasts (read at start, renewed every third of it on a thread of its own): a stream whose claim lapsed while its instance lives is only late, never taken over or signalled for it (docs/journal.md#instance-liveness)",
               6000,
               1000,
             ),

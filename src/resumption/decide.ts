@@ -15,6 +15,7 @@
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Health } from '../fleet/health.js';
 import { tagId } from '../sse/event-tag.js';
+import { leaseLate } from '../streams/liveness.js';
 import type { IncarnationRecord, IncarnationView, JsonRpcId, SessionRecord } from '../store/types.js';
 
 export const REASONS = ['session_unknown', 'foreign_cursor', 'session_mismatch', 'unknown_stream', 'superseded', 'owner_gone', 'gap'] as const;
@@ -44,6 +45,12 @@ export interface ResumptionFacts {
    * replica's stream has ended here (the lease's release may not have landed yet).
    */
   readonly pumpEnded?: boolean;
+  /**
+   * The instance that the pump's lapsed lease names still renews its liveness
+   * (docs/journal.md#instance-liveness): alive and reading, its stream's renewal only late.
+   * Asked only of a lease that lapsed.
+   */
+  readonly pumpInstanceAlive?: boolean;
   /**
    * §7: the decision waited for the cursor's record already (resumption.replayTimeoutMs): a
    * position still not recorded now was lost with the instance that held its stream.
@@ -117,23 +124,26 @@ export type Decision =
     };
 
 /**
- * J3: a stream's pump reads its replica's stream while its lease runs, unless the lease is this
- * instance's and the stream has ended here (`endedHere`). Never live once the replica's stream
- * ended: the pump gives its lease up before it ends the client's stream, so that a client back at
- * once is not continued with nothing.
+ * J3: a stream's pump reads its replica's stream while its lease runs, or while the lease is only
+ * late and its instance alive (`instanceAlive`: its liveness runs, docs/journal.md#instance-liveness):
+ * a renewal delayed by load is not a loss. Not once the lease is this instance's and the stream has
+ * ended here (`endedHere`). Never live once the replica's stream ended: the pump gives its lease up
+ * before it ends the client's stream, so that a client back at once is not continued with nothing.
  */
-export function pumpLives(record: IncarnationRecord, now: number, endedHere = false): boolean {
-  return record.pump !== '' && record.pumpUntil > now && !endedHere;
+export function pumpLives(record: IncarnationRecord, now: number, endedHere = false, instanceAlive = false): boolean {
+  if (record.pump === '' || endedHere) return false;
+  return record.pumpUntil > now || (instanceAlive && leaseLate(record, now));
 }
 
 /**
  * §7: the record of a position beyond the head may still come. It comes from the instance that
- * holds the stream, which lives while its pump's lease runs; a lease that ran out names an instance
- * that died, its unwritten records lost with it. Without the journal no lease is kept, so nothing
- * tells a live holder from a dead one: such a record is waited for too (bounded by the wait).
+ * holds the stream, which lives while its pump lives (pumpLives: its lease runs, or its instance
+ * is alive); a pump whose instance is gone too was lost with it, its unwritten records with it.
+ * Without the journal no lease is kept, so nothing tells a live holder from a dead one: such a
+ * record is waited for too (bounded by the wait).
  */
-export function recordMayCome(record: IncarnationRecord, now: number): boolean {
-  return record.state === 'open' && (record.pump === '' || record.pumpUntil > now);
+export function recordMayCome(record: IncarnationRecord, now: number, instanceAlive = false): boolean {
+  return record.state === 'open' && (record.pump === '' || pumpLives(record, now, false, instanceAlive));
 }
 
 export function decide(facts: ResumptionFacts): Decision {
@@ -160,7 +170,7 @@ export function decide(facts: ResumptionFacts): Decision {
   // below a journal's window is recorded enough to be a gap (J5, below).
   // A position beyond the head whose record may still come is waited for first (§7).
   const { seq } = cursor.fields;
-  if (view && seq > view.record.head && !facts.recordAwaited && recordMayCome(view.record, facts.now ?? 0)) {
+  if (view && seq > view.record.head && !facts.recordAwaited && recordMayCome(view.record, facts.now ?? 0, facts.pumpInstanceAlive)) {
     return { kind: 'await_record', incarnation: view.record.id, seq };
   }
   if (!view || seq > view.record.head) return newStream('unknown_stream');
@@ -182,7 +192,7 @@ export function decide(facts: ResumptionFacts): Decision {
   }
 
   // J3: the journal holds every event after the cursor. Live while the pump reads the replica.
-  const pumpAlive = journaled && pumpLives(record, facts.now ?? 0, facts.pumpEnded);
+  const pumpAlive = journaled && pumpLives(record, facts.now ?? 0, facts.pumpEnded, facts.pumpInstanceAlive);
   const fromJournal = (live: boolean): Decision => ({ kind: 'journal', session, record, seq, live });
 
   // J4: a POST stream's journal survives its owner; its response, if journaled, with it.

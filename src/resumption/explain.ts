@@ -161,7 +161,7 @@ export async function explainCursor(deps: ExplainDeps, value: string, sessionId:
       return { session: inspected.session, view };
     },
     { ownerGone: (s) => deps.fleet.ownerGone(s), health: deps.health },
-    { journal: deps.journal, now: Date.now() },
+    { journal: deps.journal, now: Date.now(), instanceAlive: (instanceId) => deps.store.instanceAlive(instanceId) },
   );
   if (facts.session && facts.ownerHealth === undefined && !facts.ownerGone) {
     notes.push("the owner's health is not known here (only a running gateway probes it): a suspect owner would get 503");

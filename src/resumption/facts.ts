@@ -6,6 +6,7 @@
 import type { DecodeResult } from '../cursor/codec.js';
 import type { Fleet } from '../fleet/index.js';
 import type { IncarnationRecord, IncarnationView, SessionRecord } from '../store/types.js';
+import { leaseLate } from '../streams/liveness.js';
 import { pumpLives, type ResumptionFacts } from './decide.js';
 
 /** Reads the session and, when named, the cursor's incarnation at its position. Rejects with a StoreError. */
@@ -19,6 +20,18 @@ export interface FactsContext {
   now: number;
   /** Whether a lease is this instance's for a stream that has ended here (pumps.ts); absent: not known here. */
   endedHere?: (record: IncarnationRecord) => boolean;
+  /** Whether an instance's liveness runs (store.instanceAlive); absent: a lapsed lease is taken as its instance gone. Rejects with a StoreError. */
+  instanceAlive?: (instanceId: string) => Promise<boolean>;
+}
+
+/**
+ * Whether the instance of a stream's lapsed lease is alive (its renewal only late, decide.ts's
+ * pumpLives): asked only of an open stream whose lease lapsed lately, not of one that ended here.
+ * Rejects with a StoreError.
+ */
+export async function pumpInstanceAlive(record: IncarnationRecord, now: number, endedHere: boolean, alive: FactsContext['instanceAlive']): Promise<boolean> {
+  if (alive === undefined || endedHere || record.state !== 'open' || !leaseLate(record, now)) return false;
+  return alive(record.pump);
 }
 
 /**
@@ -39,8 +52,9 @@ export async function gatherFacts(
   const { session } = store;
   const view = session ? store.view : null;
   const pumpEnded = view !== null && (context.endedHere?.(view.record) ?? false);
+  const instanceAlive = view !== null && context.journal && (await pumpInstanceAlive(view.record, context.now, pumpEnded, context.instanceAlive));
   let ownerGone = !!session && (await fleet.ownerGone(session));
-  if (session && !ownerGone && view && fleet.confirmAlive && endedUnder(view, session, context, pumpEnded)) {
+  if (session && !ownerGone && view && fleet.confirmAlive && endedUnder(view, session, context, pumpEnded, instanceAlive)) {
     await fleet.confirmAlive(session.owner);
     ownerGone = await fleet.ownerGone(session);
   }
@@ -53,6 +67,7 @@ export async function gatherFacts(
     journal: context.journal,
     now: context.now,
     pumpEnded,
+    ...(instanceAlive ? { pumpInstanceAlive: true } : {}),
   };
 }
 
@@ -63,7 +78,7 @@ export async function gatherFacts(
  * another instance may not have heard what it found: asked again here, so that a dead owner is
  * answered owner_gone (J4) wherever the client comes back, not as a gap.
  */
-function endedUnder(view: IncarnationView, session: SessionRecord, context: FactsContext, pumpEnded: boolean): boolean {
+function endedUnder(view: IncarnationView, session: SessionRecord, context: FactsContext, pumpEnded: boolean, instanceAlive: boolean): boolean {
   const { record } = view;
   const current = view.currentGet === undefined || view.currentGet === record.id;
   return (
@@ -73,6 +88,6 @@ function endedUnder(view: IncarnationView, session: SessionRecord, context: Fact
     record.state === 'open' &&
     current &&
     record.owner === session.owner &&
-    !pumpLives(record, context.now, pumpEnded)
+    !pumpLives(record, context.now, pumpEnded, instanceAlive)
   );
 }

@@ -27,6 +27,7 @@ import { journaledData, journaledWithCursor } from '../sse/serializer.js';
 import type { JournalRead, JsonRpcId, Store } from '../store/types.js';
 import type { Pumps } from '../streams/pumps.js';
 import { pumpLives } from './decide.js';
+import { pumpInstanceAlive } from './facts.js';
 
 /** Events read from the journal at once: one store round trip each, bounded in memory. */
 export const JOURNAL_READ_EVENTS = 256;
@@ -138,7 +139,11 @@ async function follow(c: JournalContinuation, sent: (seq: number) => void): Prom
           return 'caught_up';
         }
         if (last >= record.head) {
-          const pumping = record.state === 'open' && pumpLives(record, Date.now(), c.pumps.endedHere(record));
+          const now = Date.now();
+          const endedHere = c.pumps.endedHere(record);
+          // A lease only late, its instance alive, still pumps (docs/journal.md#instance-liveness).
+          const alive = await pumpInstanceAlive(record, now, endedHere, (id) => store.instanceAlive(id));
+          const pumping = record.state === 'open' && pumpLives(record, now, endedHere, alive);
           const answered = record.kind === 'post' && record.pending.length === 0;
           if (!c.live || !pumping || answered) return 'caught_up';
           await pause(TAIL_POLL_MS);

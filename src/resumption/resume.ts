@@ -34,6 +34,7 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
         journal: kit.config().resumption.journal.enabled,
         now: Date.now(),
         endedHere: (record) => kit.pumps.endedHere(record),
+        instanceAlive: (instanceId) => store.instanceAlive(instanceId),
       }),
   };
 

@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describe, isStoreError } from '../errors.js';
 import { sessionTarget } from './legacy-sse.js';
 import type { IncarnationRecord, SessionRecord } from '../store/types.js';
-import { askOwner, planPlainGet } from '../streams/held-get.js';
+import { askOwner, planFromStore } from '../streams/held-get.js';
 import type { UpstreamAbort } from '../upstream/index.js';
 import type { Forwarder, Forwarding, ForwardingPlan, ProxyDeps } from './forward.js';
 import type { Respond } from './respond.js';
@@ -63,7 +63,7 @@ export function createSessionRequests(deps: ProxyDeps, forwarder: Forwarder, res
     // that opened supersedes the session's GET stream (respond.ts): a refused one leaves a live
     // one resumable.
     const journaledGet = request.method === 'GET' && config.resumption.journal.enabled && forwarding.legacySse !== true;
-    const plan = journaledGet ? async () => planPlainGet(await store.readCurrentGet(sessionId), record.owner, Date.now()) : undefined;
+    const plan = journaledGet ? () => planFromStore(store, sessionId, record.owner) : undefined;
     const asked = await askOwner({ store, sessionId, ask, retry: () => journaledGet && !reply.raw.destroyed, ...(plan ? { plan } : {}) });
     if (asked === undefined) return;
     if ('takeOver' in asked) return takeOver(request, reply, record, asked.takeOver);

@@ -7,8 +7,8 @@ import type { Metrics } from '../metrics.js';
 import type { Tracing } from '../tracing/index.js';
 import type { Store } from './types.js';
 
-/** Not operations on the data: closing, and watching notes (synchronous, not a round trip). */
-const UNTIMED = new Set<PropertyKey>(['close', 'watchJournal', 'watchBindings']);
+/** Not operations on the data: closing, watching notes and keeping alive (synchronous, not a round trip). */
+const UNTIMED = new Set<PropertyKey>(['close', 'watchJournal', 'watchBindings', 'keepInstanceAlive']);
 
 /** With `tracing`, each operation is also a span (tracing/sdk.ts). */
 export function instrumentStore(store: Store, metrics: Metrics, tracing?: Pick<Tracing, 'storeSpan'>): Store {

@@ -16,9 +16,11 @@ import type {
   IncarnationState,
   IncarnationRecord,
   IncarnationView,
+  InstanceLiveness,
   JournalNote,
   JournalRead,
   JsonRpcId,
+  LivenessOptions,
   NewIncarnation,
   NewSession,
   RecordResult,
@@ -30,6 +32,7 @@ import type {
   TaskRecord,
 } from './types.js';
 import { INCARNATIONS_LISTED } from './types.js';
+import { renewOnSchedule } from './renewals.js';
 
 export interface MemoryStoreOptions {
   /** Milliseconds since the epoch; tests pass a clock they can advance. */
@@ -84,6 +87,8 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
   let generation: string | undefined;
   const watchers = new Set<BindingWatcher>();
   const fingerprints = new Map<string, { fingerprint: string; expiresAt: number }>();
+  /** Each instance's liveness: until when (renewInstance). */
+  const alive = new Map<string, number>();
   let closed = false;
   /** watchJournal's listeners, by incarnationKey(): notes are delivered in this process only. */
   const notes = new EventEmitter();
@@ -511,6 +516,39 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
     async withdrawKeyFingerprint(instanceId: string): Promise<void> {
       assertOpen('withdrawKeyFingerprint');
       fingerprints.delete(instanceId);
+    },
+
+    async renewInstance(instanceId: string, ttlMs: number): Promise<void> {
+      assertOpen('renewInstance');
+      alive.set(instanceId, now() + ttlMs);
+    },
+
+    async instanceAlive(instanceId: string): Promise<boolean> {
+      assertOpen('instanceAlive');
+      const until = alive.get(instanceId);
+      if (until !== undefined && until <= now()) alive.delete(instanceId);
+      return until !== undefined && until > now();
+    },
+
+    async withdrawInstance(instanceId: string): Promise<void> {
+      assertOpen('withdrawInstance');
+      alive.delete(instanceId);
+    },
+
+    keepInstanceAlive(instanceId: string, options: LivenessOptions): InstanceLiveness {
+      // In one process, nothing runs beside the event loop that every instance shares anyway.
+      const renew = async (): Promise<boolean> => {
+        if (closed) return false;
+        alive.set(instanceId, now() + options.ttlMs);
+        return true;
+      };
+      const stop = renewOnSchedule(renew, options.everyMs, options.renewed);
+      return {
+        stop: async () => {
+          stop();
+          if (!closed) alive.delete(instanceId);
+        },
+      };
     },
 
     async ping(): Promise<void> {

@@ -240,6 +240,24 @@ export interface SessionRefresh {
   readonly touch: boolean;
 }
 
+/** How keepInstanceAlive renews (docs/journal.md#instance-liveness). */
+export interface LivenessOptions {
+  readonly ttlMs: number;
+  readonly everyMs: number;
+  /**
+   * The instance's own event loop may lag this long (its beats to the renewing path late) before
+   * it is taken as hung and let lapse: a stalled loop still holds its streams, a hung one must not.
+   */
+  readonly maxStallMs: number;
+  /** After each renewal that the store answered: how late it landed against its schedule, in ms. */
+  readonly renewed: (lateMs: number) => void;
+}
+
+export interface InstanceLiveness {
+  /** Stops renewing and withdraws the liveness; resolves once the store answered (or failed). */
+  stop(): Promise<void>;
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
 
@@ -428,6 +446,26 @@ export interface Store {
    * the others stop counting it at their next publish. Nothing when it has none.
    */
   withdrawKeyFingerprint(instanceId: string): Promise<void>;
+
+  /**
+   * J3: this gateway instance lives (docs/journal.md#instance-liveness) for `ttlMs` from now,
+   * unless renewed. What proves that the pumps of its streams still read them, whatever their own
+   * leases say.
+   */
+  renewInstance(instanceId: string, ttlMs: number): Promise<void>;
+
+  /** J3: whether the instance's liveness (renewInstance) runs now. */
+  instanceAlive(instanceId: string): Promise<boolean>;
+
+  /** The instance's liveness ends at once (a graceful stop). Nothing when it has none. */
+  withdrawInstance(instanceId: string): Promise<void>;
+
+  /**
+   * Renews the instance's liveness every `everyMs` for `ttlMs`, on a path of its own that no other
+   * work of the instance delays (Redis: a thread with its own connection), until stop(), which
+   * withdraws it. Not a store round trip itself: synchronous.
+   */
+  keepInstanceAlive(instanceId: string, options: LivenessOptions): InstanceLiveness;
 
   /**
    * What the store holds of a session, for operators (admin endpoint, explain): its record, its

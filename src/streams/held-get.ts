@@ -20,6 +20,7 @@
 import { isStoreError } from '../errors.js';
 import type { HeldGetRelease, IncarnationRecord, Store } from '../store/types.js';
 import { UpstreamAbort, type UpstreamResponse } from '../upstream/index.js';
+import { leaseLate } from './liveness.js';
 
 /**
  * A GET that waits for a held GET of its session to be let go may be answered 409 by the replica
@@ -38,16 +39,29 @@ export type PlainGetPlan =
 
 /**
  * The plan, from the session's current GET incarnation as the store holds it (null: none) and
- * the session's owner, at `now` (ms since the epoch). Pure.
+ * the session's owner, at `now` (ms since the epoch); `instanceAlive`: the instance of its lapsed
+ * lease is alive (liveness.ts), the lease only late. Pure.
  */
-export function planPlainGet(current: IncarnationRecord | null, owner: string, now: number): PlainGetPlan {
+export function planPlainGet(current: IncarnationRecord | null, owner: string, now: number, instanceAlive = false): PlainGetPlan {
   if (current === null || current.kind !== 'get' || current.state !== 'open' || current.owner !== owner) {
     return { kind: 'ask_owner', attached: false };
   }
-  // Only a pump whose lease runs reads the replica's stream: without one there is nothing to take.
-  if (current.pump === '' || current.pumpUntil <= now) return { kind: 'ask_owner', attached: false };
+  // Only a pump that reads the replica's stream (its lease runs, or is only late) can be taken over.
+  const reads = current.pump !== '' && (current.pumpUntil > now || (instanceAlive && leaseLate(current, now)));
+  if (!reads) return { kind: 'ask_owner', attached: false };
   if (!current.held || current.tailUntil > now) return { kind: 'ask_owner', attached: true };
   return { kind: 'take_over', record: current };
+}
+
+/**
+ * planPlainGet on what the store holds now: the session's current GET, and the liveness of its
+ * pump's instance where the lease lapsed lately. Rejects with a StoreError.
+ */
+export async function planFromStore(store: Pick<Store, 'readCurrentGet' | 'instanceAlive'>, sessionId: string, owner: string): Promise<PlainGetPlan> {
+  const current = await store.readCurrentGet(sessionId);
+  const now = Date.now();
+  const alive = current !== null && leaseLate(current, now) && (await store.instanceAlive(current.pump));
+  return planPlainGet(current, owner, now, alive);
 }
 
 export interface Asked {

@@ -169,14 +169,22 @@ export class SseStreams {
     let renewal: NodeJS.Timeout | undefined;
     if (key && pumped?.pump) {
       pumps.add({ ...key, replica: request.replica, pipe: stream });
-      // The lease says this instance still pumps: renewed between events, else another instance
-      // would take the stream over (J3). A refusal says one did, or the stream is gone.
+      // The lease says this instance still pumps: renewed between events (J3). A refusal says
+      // another attachment took the stream over, or the stream is gone. One renewed late (behind
+      // this instance's other work) is not what proves the pump alive: the instance's liveness is
+      // (liveness.ts); how late each landed against the timer's schedule is measured.
+      const period = pumped.pump.leaseMs / 3;
+      const late = metrics.leaseRenewalLateness.labels({ lease: 'stream' });
+      let due = performance.now() + period;
       renewal = setInterval(() => {
+        const dueAt = due;
+        due = performance.now() + period;
         stream.between(async () => {
           const result = await rewriter.renew().catch(() => 'ok' as const);
+          late.observe(Math.max(0, performance.now() - dueAt) / 1000);
           if (result !== 'ok') stream.release('hold_released');
         });
-      }, pumped.pump.leaseMs / 3);
+      }, period);
       renewal.unref();
     }
     return stream.done.then((how) => {

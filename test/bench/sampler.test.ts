@@ -2,7 +2,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
-import { countsBy, delta, storeRows, type Sample } from '../../bench/lib/sampler.js';
+import { bucketQuantile, bucketsBy, countsBy, delta, storeRows, type Sample } from '../../bench/lib/sampler.js';
 
 async function metricsServer(t: Test, body: string): Promise<string> {
   const server = createServer((_req, res) => res.end(body));
@@ -21,7 +21,7 @@ t.test("a group's counters are summed over its instances, by label", async (t) =
 
 t.test('store rows: per unit, without zeros and without the INFO calls of the sampler', async (t) => {
   const edge = (redis: Record<string, number>, ops: Record<string, number>): Sample => ({
-    at: 0, proxyCpu: 0, loadCpu: 0, upstreamCpu: 0, redisCpu: 0, redis: new Map(Object.entries(redis)), storeOps: new Map(Object.entries(ops)),
+    at: 0, proxyCpu: 0, loadCpu: 0, upstreamCpu: 0, redisCpu: 0, redis: new Map(Object.entries(redis)), storeOps: new Map(Object.entries(ops)), leaseLateness: undefined,
   });
   const start = edge({ evalsha: 10, info: 1, get: 5 }, { record: 2 });
   const end = edge({ evalsha: 30, info: 9, get: 5 }, { record: 12 });
@@ -30,4 +30,17 @@ t.test('store rows: per unit, without zeros and without the INFO calls of the sa
     { workload: 'store-cost', target: 'gateway-redis-journal', metric: 'redis_cmds_per_event (streams)', value: 2, note: 'evalsha=2.00' },
     { workload: 'store-cost', target: 'gateway-redis-journal', metric: 'store_ops_per_event (streams)', value: 1, note: 'record=1.00' },
   ]);
+});
+
+t.test("a histogram's buckets are summed over the group, by label; a window's quantile is a bucket bound", async (t) => {
+  const name = 'mcp_gateway_lease_renewal_lateness_seconds';
+  const one = await metricsServer(t, `${name}_bucket{le="0.1",lease="stream"} 5\n${name}_bucket{le="1",lease="stream"} 8\n${name}_bucket{le="+Inf",lease="stream"} 10\n${name}_bucket{le="0.1",lease="instance"} 2\n${name}_bucket{le="1",lease="instance"} 2\n${name}_bucket{le="+Inf",lease="instance"} 2\n${name}_count{lease="stream"} 10\n`);
+  const two = await metricsServer(t, `${name}_bucket{lease="stream",le="0.1"} 0\n${name}_bucket{lease="stream",le="1"} 0\n${name}_bucket{lease="stream",le="+Inf"} 90\n`);
+  const after = await bucketsBy([one, two], name, 'lease');
+  t.strictSame(Object.fromEntries(after?.get('stream') ?? []), { 0.1: 5, 1: 8, Infinity: 100 }, 'summed, whatever the labels order');
+  t.strictSame(Object.fromEntries(after?.get('instance') ?? []), { 0.1: 2, 1: 2, Infinity: 2 });
+  const before = new Map([[0.1, 5], [1, 5], [Infinity, 5]]);
+  t.strictSame(bucketQuantile(before, after?.get('stream'), 0.99), { count: 95, atMost: Infinity, highest: Infinity }, 'most of the window past the last bound');
+  t.strictSame(bucketQuantile(undefined, after?.get('instance'), 0.99), { count: 2, atMost: 0.1, highest: 0.1 });
+  t.strictSame(bucketQuantile(undefined, undefined, 0.99), { count: 0, atMost: 0, highest: 0 }, 'nothing observed');
 });

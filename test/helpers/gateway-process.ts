@@ -29,11 +29,13 @@ export interface GatewayProcess {
   stop(signal: NodeJS.Signals): Promise<number | null>;
 }
 
-export async function startGatewayProcess(t: Teardown, settings: Record<string, unknown>): Promise<GatewayProcess> {
+/** `preload`: a module the process imports before the CLI (node --import), as a test's own hook into it. */
+export async function startGatewayProcess(t: Teardown, settings: Record<string, unknown>, options: { preload?: string } = {}): Promise<GatewayProcess> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-process-'));
   const file = join(dir, 'gateway.yaml');
   await writeFile(file, stringify({ listen: { port: 0 }, admin: { port: 0 }, health: { intervalMs: 60_000 }, ...settings }));
-  const proc = spawnProcess(process.execPath, [CLI, '--config', file], { stdio: ['ignore', 'pipe', 'inherit'], t });
+  const preload = options.preload === undefined ? [] : ['--import', options.preload];
+  const proc = spawnProcess(process.execPath, [...preload, CLI, '--config', file], { stdio: ['ignore', 'pipe', 'inherit'], t });
   const logs: Record<string, unknown>[] = [];
   const lines: string[] = [];
   createInterface({ input: proc.child.stdout! }).on('line', (line) => {

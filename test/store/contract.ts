@@ -268,6 +268,7 @@ function contract(t: Test, name: string, makeHarness: () => Promise<StoreHarness
   incarnationContract(test, tickUntil);
   journalContract(test, tickUntil);
   taskContract(test, tickUntil);
+  livenessContract(test, tickUntil);
   bindingsContract(test, tickUntil);
 
   test('ping resolves', async (t, h) => {
@@ -1040,6 +1041,65 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
 }
 
 /** Task records (CONTRACT.md §9 M2): which replica holds a task, under a digest of its id. */
+/** J3: an instance's liveness, which proves its pumps alive whatever their own leases say (docs/journal.md#instance-liveness). */
+function livenessContract(test: ContractTest, tickUntil: TickUntil): void {
+  test('renewInstance: alive for every instance until its TTL runs out; renewed, it lives on', async (t, h) => {
+    const other = await h.peer();
+    t.equal(await other.instanceAlive('gw-a'), false, 'never renewed: not alive');
+    await h.store.renewInstance('gw-a', h.shortTtlMs);
+    await h.store.renewInstance('gw-b', LONG_TTL_MS);
+    t.equal(await other.instanceAlive('gw-a'), true, 'another gateway sees it alive');
+    // gw-b, renewed on every tick, outlives gw-a's TTL.
+    await tickUntil(t, h, 'gw-a lapses', async () => {
+      await h.store.renewInstance('gw-b', h.shortTtlMs);
+      return !(await other.instanceAlive('gw-a'));
+    });
+    t.equal(await other.instanceAlive('gw-b'), true, 'the renewed one lives on');
+    await h.store.renewInstance('gw-a', LONG_TTL_MS);
+    t.equal(await other.instanceAlive('gw-a'), true, 'renewed after it lapsed: alive again');
+  });
+
+  test('withdrawInstance: not alive at once, for every instance; withdrawing none is nothing', async (t, h) => {
+    const other = await h.peer();
+    await h.store.renewInstance('gw-a', LONG_TTL_MS);
+    await h.store.renewInstance('gw-b', LONG_TTL_MS);
+    await other.withdrawInstance('gw-a');
+    t.equal(await h.store.instanceAlive('gw-a'), false);
+    t.equal(await h.store.instanceAlive('gw-b'), true, 'the others stay');
+    await h.store.withdrawInstance('never-renewed');
+  });
+
+  test('keepInstanceAlive: alive past its TTL while kept, each renewal told; stop withdraws it at once', async (t, h) => {
+    const other = await h.peer();
+    const late: number[] = [];
+    // The renewals' timers do not hold a process open: this one does while the test waits for them.
+    const open = setInterval(() => undefined, 1000);
+    t.teardown(() => clearInterval(open));
+    let next: (() => void) | undefined;
+    const renewal = () => new Promise<void>((resolve) => (next = resolve));
+    const kept = h.store.keepInstanceAlive('gw-a', {
+      ttlMs: h.shortTtlMs,
+      everyMs: h.shortTtlMs / 4,
+      maxStallMs: LONG_TTL_MS,
+      renewed: (ms) => {
+        late.push(ms);
+        next?.();
+      },
+    });
+    await tickUntil(t, h, 'alive', () => other.instanceAlive('gw-a'));
+    // Half a TTL passes three times, a renewal between each: it lives past its TTL, renewed.
+    for (let round = 0; round < 3; round++) {
+      await renewal();
+      for (let i = 0; i < 5; i++) await h.tick();
+    }
+    t.equal(await other.instanceAlive('gw-a'), true, 'kept alive past its TTL');
+    t.ok(late.length >= 3, `renewals told (${late.length})`);
+    t.ok(late.every((ms) => ms >= 0), 'each as late as it was, never early');
+    await kept.stop();
+    t.equal(await other.instanceAlive('gw-a'), false, 'stopped: withdrawn at once');
+  });
+}
+
 function taskContract(test: ContractTest, tickUntil: TickUntil): void {
   const task = (owner: string, ownerEpoch = 'e1') => ({ owner, ownerEpoch });
 
@@ -1239,6 +1299,9 @@ export function operations(store: Store): [string, () => Promise<unknown>][] {
     ['agreeGeneration', () => store.agreeGeneration('op-generation')],
     ['publishKeyFingerprint', () => store.publishKeyFingerprint('op-instance', 'op-fingerprint', LONG_TTL_MS)],
     ['withdrawKeyFingerprint', () => store.withdrawKeyFingerprint('op-instance')],
+    ['renewInstance', () => store.renewInstance('op-instance', LONG_TTL_MS)],
+    ['instanceAlive', () => store.instanceAlive('op-instance')],
+    ['withdrawInstance', () => store.withdrawInstance('op-instance')],
     ['ping', () => store.ping()],
   ];
 }

@@ -48,3 +48,10 @@ t.test('nothing to take: the owner is asked as without a journal', async (t) => 
     t.same(planPlainGet(current, owner, NOW), { kind: 'ask_owner', attached: false }, what);
   }
 });
+
+t.test("a pump lease only late, its instance alive: the held GET is taken over all the same; its instance gone, the owner is asked", async (t) => {
+  const late = { ...held, pumpUntil: NOW - 5000 };
+  t.same(planPlainGet(late, 'r1', NOW, true), { kind: 'take_over', record: late }, 'alive: taken over');
+  t.same(planPlainGet(late, 'r1', NOW, false), { kind: 'ask_owner', attached: false }, 'gone: nothing to take');
+  t.same(planPlainGet({ ...late, pumpUntil: NOW - 120_000 }, 'r1', NOW, true), { kind: 'ask_owner', attached: false }, 'lapsed too long ago: a release lost, not lateness');
+});

@@ -2,6 +2,7 @@
 import t from 'tap';
 import type { DecodeResult } from '../../src/cursor/codec.js';
 import { decide, pumpLives, type ResumptionFacts } from '../../src/resumption/decide.js';
+import { LEASE_LATE_MAX_MS, leaseLate } from '../../src/streams/liveness.js';
 import type { IncarnationRecord, IncarnationView, SessionRecord } from '../../src/store/types.js';
 
 const session: SessionRecord = { sessionId: 's1', owner: 'r1', ownerEpoch: '', state: 'active', createdAt: 0 };
@@ -66,7 +67,13 @@ t.test('4, §7: a position beyond the head whose record may still come is waited
   t.same(decide(facts({ cursor: beyond, view: leased(now + 1), now, journal: true })), waits, "the pump's lease runs: its instance may still record it");
   t.same(decide(facts({ cursor: beyond, now })), waits, 'no lease kept (journal off): nothing says its holder died');
   t.same(decide(facts({ cursor: beyond, view: leased(now + 1), now, journal: true, pumpEnded: true })), waits, 'a pump that ended here may still write its backlog');
-  t.match(decide(facts({ cursor: beyond, view: leased(now), now, journal: true })), { kind: 'new_stream', reason: 'unknown_stream' }, 'the lease ran out: lost with its instance');
+  t.match(decide(facts({ cursor: beyond, view: leased(now), now, journal: true })), { kind: 'new_stream', reason: 'unknown_stream' }, 'the lease ran out, its instance gone: lost with it');
+  t.same(decide(facts({ cursor: beyond, view: leased(now - 5000), now, journal: true, pumpInstanceAlive: true })), waits, 'the lease ran out, its instance alive: only late, waited for');
+  t.match(
+    decide(facts({ cursor: beyond, view: leased(now - 5000), now, journal: true, pumpInstanceAlive: true, recordAwaited: true })),
+    { kind: 'new_stream', reason: 'unknown_stream' },
+    'waited for, the record still not in: as before',
+  );
   t.match(decide(facts({ cursor: beyond, view: leased(now + 1, { state: 'closed' }), now })), { kind: 'new_stream', reason: 'unknown_stream' }, 'a closed stream records nothing more');
   t.match(decide(facts({ cursor: beyond, view: leased(now + 1), now, recordAwaited: true })), { kind: 'new_stream', reason: 'unknown_stream' }, 'waited for already: not again');
   t.match(decide(facts({ cursor: beyond, view: null, now })), { kind: 'new_stream', reason: 'unknown_stream' }, 'an incarnation not recorded at all: nothing to wait on');
@@ -160,6 +167,28 @@ t.test('J3: a pump reads its replica while its lease runs, never once the stream
   t.equal(pumpLives(journaledGet, NOW, true), false, "this instance's lease, the stream ended here");
   t.match(decide(journal({ pumpEnded: true })), { kind: 'journal', live: false }, 'no log: the journal, then the end, not live');
   t.match(decide(journal({ view: { ...view, record: journaledGet }, pumpEnded: true })), { kind: 'continue' }, "a log: the owner's log takes over");
+});
+
+t.test('J3: a lease only late, its instance alive, is a pump that lives: never a gap or a takeover for lateness alone', async (t) => {
+  const late = { pump: 'gw-a', pumpUntil: NOW - 5000 };
+  t.equal(leaseLate({ ...journaledGet, ...late }, NOW), true, 'lapsed lately: its instance is asked');
+  t.equal(leaseLate(journaledGet, NOW), false, 'running: nothing to ask');
+  t.equal(leaseLate({ ...journaledGet, pumpUntil: NOW - LEASE_LATE_MAX_MS }, NOW), false, 'lapsed too long ago: a release that never landed');
+  t.equal(leaseLate({ ...journaledGet, pump: '', pumpUntil: 0 }, NOW), false, 'released: none');
+  t.equal(pumpLives({ ...journaledGet, ...late }, NOW, false, true), true, 'its instance alive: lives');
+  t.equal(pumpLives({ ...journaledGet, ...late }, NOW, false, false), false, 'its instance gone too: gone');
+  t.equal(pumpLives({ ...journaledGet, ...late }, NOW, true, true), false, 'ended here: gone, alive or not');
+  t.equal(pumpLives({ ...journaledGet, pumpUntil: NOW - LEASE_LATE_MAX_MS }, NOW, false, true), false, 'lapsed past LEASE_LATE_MAX_MS: gone');
+  const lateNoLog = withRecord(noLog, late);
+  t.same(decide(journal({ view: lateNoLog, pumpInstanceAlive: true })), { kind: 'journal', session, record: { ...journaledGet, ...late }, seq: 3, live: true }, 'no log: the journal, then live (tailed)');
+  t.match(decide(journal({ view: lateNoLog })), { kind: 'journal', live: false }, 'the contrast, its instance gone: the journal, then the end');
+  t.match(decide(journal({ view: { ...withRecord(noLog, { ...late, head: 3 }), after: [] }, pumpInstanceAlive: true })), { kind: 'journal', live: true }, 'at the head: live, not a gap');
+  t.match(decide(journal({ view: { ...withRecord(noLog, { ...late, head: 3 }), after: [] } })), { kind: 'new_stream', reason: 'gap' }, 'the contrast at the head: gap');
+  const lateWithLog = withRecord({ ...view, record: journaledGet }, late);
+  t.match(decide(journal({ view: lateWithLog, pumpInstanceAlive: true })), { kind: 'journal', live: true }, "a log: the owner is not asked while the pump lives");
+  t.match(decide(journal({ view: lateWithLog })), { kind: 'continue' }, "the contrast: the owner's log takes over");
+  const post = withRecord(noLog, { ...late, kind: 'post', pending: [7] });
+  t.match(decide(journal({ view: { ...post, at: undefined, after: [] }, pumpInstanceAlive: true })), { kind: 'new_stream', reason: 'gap', pending: [], follow: {} }, 'below the window, a call running: followed, not failed');
 });
 
 t.test('J3: the pump gone, the owner’s log takes over; without one, the journal and then the reconnection decides', async (t) => {

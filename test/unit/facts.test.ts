@@ -141,3 +141,37 @@ t.test('what is read: the cursor’s incarnation at its position, and nothing of
   const nothing = await gatherFacts(cursor, reader({ session: null, view: viewOf() }).read, gone.fleet, context({ endedHere: () => true }));
   t.match(nothing, { session: null, view: null, ownerGone: false, ownerHealth: undefined, pumpEnded: false }, 'no session: no view, no owner');
 });
+
+t.test("a lease that lapsed lately: its instance's liveness is asked; alive, the pump lives and the owner is not probed", async (t) => {
+  const asked: string[] = [];
+  const instanceAlive = (alive: boolean) => async (id: string) => {
+    asked.push(id);
+    return alive;
+  };
+  const late = viewOf({ pump: 'gw-other', pumpUntil: NOW - 5000 });
+  const dead = await fleetOf(t, 'dead');
+  const facts = await gatherFacts(cursor, reader({ session, view: late }).read, dead.fleet, context({ instanceAlive: instanceAlive(true) }));
+  t.same(asked, ['gw-other'], "the lease's instance is asked");
+  t.equal(facts.pumpInstanceAlive, true);
+  t.equal(facts.ownerGone, false, 'the owner is not probed: the pump reads its stream');
+  t.match(decide(facts), { kind: 'journal', live: true }, 'the journal, then live: not a gap');
+
+  asked.length = 0;
+  const gone = await gatherFacts(cursor, reader({ session, view: late }).read, dead.fleet, context({ instanceAlive: instanceAlive(false) }));
+  t.equal(gone.pumpInstanceAlive, undefined, 'its instance gone too');
+  t.equal(gone.ownerGone, true, 'then the owner is probed, as for a pump gone');
+
+  asked.length = 0;
+  const cases: [string, IncarnationView, Partial<FactsContext>][] = [
+    ['a lease running', viewOf({ pump: 'gw-other', pumpUntil: NOW + 1000 }), {}],
+    ['no lease', viewOf({ pump: '', pumpUntil: 0 }), {}],
+    ['ended here', late, { endedHere: () => true }],
+    ['closed', viewOf({ pump: 'gw-other', pumpUntil: NOW - 5000, state: 'closed' }), {}],
+    ['the journal off', late, { journal: false }],
+  ];
+  for (const [name, view, change] of cases) {
+    const alive = await fleetOf(t, 'alive');
+    await gatherFacts(cursor, reader({ session, view }).read, alive.fleet, context({ instanceAlive: instanceAlive(true), ...change }));
+    t.same(asked, [], `${name}: no liveness asked`);
+  }
+});

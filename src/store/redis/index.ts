@@ -16,8 +16,10 @@ import {
   type HeldGetRelease,
   type IncarnationRecord,
   type IncarnationView,
+  type InstanceLiveness,
   type JournalNote,
   type JournalRead,
+  type LivenessOptions,
   type NewIncarnation,
   type NewSession,
   type RecordResult,
@@ -34,6 +36,7 @@ import { JournalEnds } from './journal-cut.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
 import {
+  aliveKey,
   bindingsChannel,
   epochsKey,
   fingerprintsKey,
@@ -49,6 +52,7 @@ import {
 } from './keys.js';
 import { decodeNote, encodeNote } from './notes.js';
 import { toJournalRead, toRecord, toView } from './replies.js';
+import { keepAliveOnThread } from './liveness.js';
 import { createSubscriber, type ChannelSubscriber } from './subscriber.js';
 import { defineScripts } from './scripts/index.js';
 import { seqArgument } from './scripts/incarnation.js';
@@ -453,6 +457,28 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       return run('withdrawKeyFingerprint', async () => {
         await client.hdel(fingerprintsKey(opts.keyPrefix), instanceId);
       });
+    },
+
+    renewInstance(instanceId: string, ttlMs: number): Promise<void> {
+      return run('renewInstance', async () => {
+        await client.set(aliveKey(opts.keyPrefix, instanceId), '1', 'PX', ttlMs);
+      });
+    },
+
+    instanceAlive(instanceId: string): Promise<boolean> {
+      return run('instanceAlive', async () => (await client.exists(aliveKey(opts.keyPrefix, instanceId))) === 1);
+    },
+
+    withdrawInstance(instanceId: string): Promise<void> {
+      return run('withdrawInstance', async () => {
+        await client.del(aliveKey(opts.keyPrefix, instanceId));
+      });
+    },
+
+    keepInstanceAlive(instanceId: string, options: LivenessOptions): InstanceLiveness {
+      // A function cannot be given to a thread; the thread has no use for the error callback.
+      const { onError: _onError, ...connection } = opts;
+      return keepAliveOnThread(connection, aliveKey(opts.keyPrefix, instanceId), options);
     },
 
     ping(): Promise<void> {

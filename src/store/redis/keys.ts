@@ -74,6 +74,11 @@ export function fingerprintsKey(keyPrefix: string): string {
   return `${keyPrefix}:{fleet}:key-fingerprints`;
 }
 
+/** An instance's liveness (docs/journal.md#instance-liveness): a string that expires unless renewed. */
+export function aliveKey(keyPrefix: string, instanceId: string): string {
+  return `${keyPrefix}:{fleet}:alive:${instanceId}`;
+}
+
 /**
  * What the start check (access.ts) writes and deletes at once, one key of each type the gateway
  * uses (string, hash, list, sorted set), and the channel it subscribes and publishes to.
