@@ -65,7 +65,8 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
       decisions();
     };
     // A client that left while it waited is not decided for: nothing of it may reach a replica.
-    if (reply.raw.destroyed || request.raw.destroyed) {
+    // Its connection tells (the request's own stream is destroyed once read, as a GET's is at once).
+    if (reply.raw.destroyed || request.raw.socket?.destroyed !== false) {
       end();
       return reply;
     }

@@ -61,3 +61,38 @@ t.test('past the bound: 503 GW_RESUMPTION_BUSY with Retry-After at once; a turn 
   t.equal(await decisions('running'), 0, 'no turn kept by the open stream');
   t.equal(await decisions('queued'), 0);
 });
+
+t.test('a decision that waited for its turn is decided once it gets one, for a client still there', async (t) => {
+  const redis = await startRedisServer(t);
+  const [replica] = await spawnReplicas(t, 1);
+  const gw = await startGateway(t, {
+    store: { type: 'redis', url: redis.url, commandTimeoutMs: STORE_TIMEOUT_MS },
+    replicas: [{ id: replica!.id, url: replica!.url }],
+    resumption: { admission: { maxConcurrent: 1, maxQueued: 1, queueMs: 30_000 } },
+  });
+  const sessionId = await rawSession(gw.url);
+  const decisions = (state: string) => metricValue(gw.registry, 'mcp_gateway_resumption_decisions', { state });
+  const controllers: AbortController[] = [];
+  t.teardown(() => controllers.forEach((c) => c.abort()));
+  const resume = () => {
+    const controller = new AbortController();
+    controllers.push(controller);
+    // The bound only turns a request left unanswered into a failure that says so.
+    const signal = AbortSignal.any([controller.signal, AbortSignal.timeout(20_000)]);
+    return fetch(gw.url, {
+      headers: { 'mcp-session-id': sessionId, accept: MCP_ACCEPT, 'mcp-protocol-version': PROTOCOL_VERSION, 'last-event-id': 'not-a-cursor' },
+      signal,
+    });
+  };
+  redis.pause();
+  const first = resume();
+  await waitFor('the first decision running', bound(1_000), async () => (await decisions('running')) === 1);
+  const second = resume();
+  await waitFor('the second decision queued', bound(1_000), async () => (await decisions('queued')) === 1);
+  redis.resume();
+  const answers = await Promise.all([first, second]);
+  t.ok(answers[0]!.headers.get('mcp-gateway-error') !== 'GW_RESUMPTION_BUSY', `the first decided in its turn (${answers[0]!.status})`);
+  t.equal(answers[1]!.status, 200, 'the queued one is answered once its turn came');
+  t.equal(answers[1]!.headers.get('mcp-resumption'), 'new-stream', 'and decided: a foreign cursor is a new stream, said so');
+});
+
