@@ -96,25 +96,19 @@ function noDefaultFile(file: string): string {
 }
 
 async function run(config: Config, file: string): Promise<number> {
-  const [{ Registry }, { logReload, logStartFailure, processLog, readForReload, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { createStore }, { startTracing, stopTracing }] =
-    await Promise.all([import('prom-client'), import('./lifecycle.js'), import('./logger.js'), import('./server.js'), import('./store/index.js'), import('./tracing/index.js')]);
-  const { logger, destination, secrets } = processLog(config);
+  const [{ Registry }, { logReload, logStartFailure, processLog, readForReload, startServices, stopOnSignals }, { flushLog, redactUrl }, { buildServer }, { stopTracing }] =
+    await Promise.all([import('prom-client'), import('./lifecycle.js'), import('./logger.js'), import('./server.js'), import('./tracing/index.js')]);
+  const log = processLog(config);
+  const { logger, destination, secrets } = log;
   const workers = workerCount(config);
   if (workers.note) logger.info({ workers: config.workers, running: workers.count }, workers.note);
   if (workers.count > 1) {
     const { runPrimary } = await import('./workers/primary.js');
     return runPrimary({ config, file, count: workers.count, logger, destination, secrets });
   }
-  let store;
-  let tracing;
-  try {
-    store = createStore(config.store, logger);
-    tracing = await startTracing(config.tracing);
-  } catch (err) {
-    logStartFailure(logger, err);
-    await flushLog(destination);
-    return 1;
-  }
+  const services = await startServices(config, log);
+  if (services === undefined) return 1;
+  const { store, tracing } = services;
   const gateway = buildServer(config, { store, registry: new Registry(), logger, secrets, tracing });
   logger.info({ file, store: config.store.type, storeUrl: config.store.type === 'redis' ? redactUrl(config.store.url) : undefined }, 'configuration loaded');
 

@@ -9,7 +9,9 @@ import { ConfigError, loadConfig } from './config/load.js';
 import { RESTART_ONLY, type ReloadPlan } from './config/reload.js';
 import type { Config } from './config/schema.js';
 import { GatewayError } from './errors.js';
-import { createLogger, LogSecrets, stdoutDestination, type LogDestination, type Logger } from './logger.js';
+import { createLogger, flushLog, LogSecrets, stdoutDestination, type LogDestination, type Logger } from './logger.js';
+import type { Store } from './store/types.js';
+import type { Tracing } from './tracing/index.js';
 
 export interface ProcessLog {
   readonly logger: Logger;
@@ -111,4 +113,23 @@ export function stopOnSignals(
 export function logStartFailure(logger: Logger, err: unknown): void {
   if (err instanceof GatewayError) logger.fatal({ code: err.code }, err.message);
   else logger.fatal({ err }, 'cannot listen');
+}
+
+/**
+ * The store and the tracing a gateway process serves with, or undefined when either cannot start:
+ * logged as a start failure, the store closed again if it was made, the log flushed (the process
+ * then exits 1).
+ */
+export async function startServices(config: Config, log: ProcessLog): Promise<{ store: Store; tracing: Tracing | undefined } | undefined> {
+  const [{ createStore }, { startTracing }] = await Promise.all([import('./store/index.js'), import('./tracing/index.js')]);
+  let store: Store | undefined;
+  try {
+    store = createStore(config.store, log.logger);
+    return { store, tracing: await startTracing(config.tracing) };
+  } catch (err) {
+    logStartFailure(log.logger, err);
+    await store?.close().catch(() => undefined);
+    await flushLog(log.destination);
+    return undefined;
+  }
 }

@@ -8,11 +8,10 @@
 import { Registry } from 'prom-client';
 import type { Config } from '../config/schema.js';
 import { newInstanceId } from '../cursor/key-agreement.js';
-import { logStartFailure, processLog, stopOnSignals } from '../lifecycle.js';
+import { logStartFailure, processLog, startServices, stopOnSignals } from '../lifecycle.js';
 import { flushLog } from '../logger.js';
 import { buildServer, type Gateway } from '../server.js';
-import { createStore } from '../store/index.js';
-import { startTracing, stopTracing } from '../tracing/index.js';
+import { stopTracing } from '../tracing/index.js';
 import { isMessage, type AdminAnswer, type FromWorker, type ReloadAnswer, type ToWorker } from './messages.js';
 
 export async function runWorker(): Promise<number> {
@@ -31,19 +30,12 @@ export async function runWorker(): Promise<number> {
   });
   const { config, slot } = start;
   const instanceId = newInstanceId();
-  const { logger, destination, secrets } = processLog(config, { role: 'worker', worker: slot, instance: instanceId });
-  let store;
-  let tracing;
-  try {
-    store = createStore(config.store, logger);
-    tracing = await startTracing(config.tracing);
-  } catch (err) {
-    // As a start that cannot listen: logged as a start failure, the worker exits 1.
-    logStartFailure(logger, err);
-    await store?.close().catch(() => undefined);
-    await flushLog(destination);
-    return 1;
-  }
+  const log = processLog(config, { role: 'worker', worker: slot, instance: instanceId });
+  const { logger, destination, secrets } = log;
+  // A start that cannot make its store or tracing is logged as a start failure; the worker exits 1.
+  const services = await startServices(config, log);
+  if (services === undefined) return 1;
+  const { store, tracing } = services;
   const registry = new Registry();
   const gateway = buildServer(config, { store, registry, logger, secrets, instanceId, tracing });
   process.on('message', (message: ToWorker) => {
