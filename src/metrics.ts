@@ -181,6 +181,12 @@ export function createMetrics(registry: Registry) {
       'Resumption decisions on this instance by state: running (at most resumption.admission.maxConcurrent) and queued (waiting for a turn, at most resumption.admission.maxQueued).',
       ['state'],
     ),
+    resumptionTimes: histogram(
+      'mcp_gateway_resumption_decision_seconds',
+      'Time of the resumption decisions (GET with Last-Event-ID) admitted on this instance, by phase: queued (from arrival to its turn, resumption.admission; 0 when a turn was free) and decided (from its turn to its response headers: the store reads, the decision, a wait for a record on its way, the owner\'s answer when it replays). A decision whose client left before its headers is not counted in decided; one answered 503 GW_RESUMPTION_BUSY is in neither.',
+      ['phase'],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30],
+    ),
     resumptions: counter(
       'mcp_gateway_resumptions_total',
       'Requests carrying Last-Event-ID, by outcome (continued, new_stream, rejected, stripped) and reason.',

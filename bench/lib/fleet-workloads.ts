@@ -135,6 +135,7 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
           { ...sw, metric: 'repeated', value: r.repeated, ...(r.firstRepeat ? { note: `first: ${r.firstRepeat}` } : {}) },
           { ...sw, metric: 'proxy_and_redis_cpu_s', value: storm.end.proxyCpu - storm.start.proxyCpu + storm.end.redisCpu - storm.start.redisCpu },
           ...leaseRows(sw, storm.start, storm.end),
+          ...admittedRows(sw, storm.start, storm.end),
         );
       }
       ctx.log(`  streams ${kind}: done`);
@@ -159,5 +160,25 @@ export function leaseRows(w: Pick<Row, 'workload' | 'target'>, start: Sample, en
     const q = bucketQuantile(start.leaseLateness?.get(lease), end.leaseLateness?.get(lease), 0.99);
     const note = `${q.count} renewals; the highest at most ${q.highest * 1000} ms (bucket bound)`;
     return [{ ...w, metric: `${lease}_lease_renewal_late_p99_ms`, value: q.atMost * 1000, note }];
+  });
+}
+
+/**
+ * The storm's admitted decisions as the gateway timed them (mcp_gateway_resumption_decision_seconds):
+ * decided, from a decision's turn to its response headers, and queued, from its arrival to its turn;
+ * p50 and p99 as the bound of their histogram bucket. The client's decision_p99_ms holds these and
+ * more: the wait in the listener's backlog and for a busy loop to read the request, and each 503.
+ */
+export function admittedRows(w: Pick<Row, 'workload' | 'target'>, start: Sample, end: Sample): Row[] {
+  return ['decided', 'queued'].flatMap((phase) => {
+    const before = start.resumptionTimes?.get(phase);
+    const after = end.resumptionTimes?.get(phase);
+    const p50 = bucketQuantile(before, after, 0.5);
+    const p99 = bucketQuantile(before, after, 0.99);
+    const note = `${p99.count} admitted; at most (bucket bound); the highest at most ${p99.highest * 1000} ms`;
+    return [
+      { ...w, metric: `admitted_${phase}_p50_ms`, value: p50.atMost * 1000, note },
+      { ...w, metric: `admitted_${phase}_p99_ms`, value: p99.atMost * 1000, note },
+    ];
   });
 }

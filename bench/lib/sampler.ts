@@ -20,6 +20,8 @@ export interface Sample {
   storeOps: Map<string, number> | undefined;
   /** mcp_gateway_lease_renewal_lateness_seconds over the group: by lease, the cumulative count at each bucket bound. */
   leaseLateness: Map<string, Map<number, number>> | undefined;
+  /** mcp_gateway_resumption_decision_seconds over the group: by phase (queued, decided), the cumulative count at each bucket bound. */
+  resumptionTimes: Map<string, Map<number, number>> | undefined;
 }
 
 /** A gateway histogram's cumulative buckets summed over `metricsUrls`: by the value of `label`, the count at each bound `le`. */
@@ -70,7 +72,7 @@ export async function countsBy(metricsUrls: readonly (string | undefined)[], met
 export async function sample(ctx: Context, group: readonly Target[], upstream: Upstream): Promise<Sample> {
   const kind = kindOf(group[0]!.kind);
   const onRedis = REDIS_KINDS.includes(kind) && ctx.redis !== undefined;
-  const [proxyCpus, loadCpu, upstreamCpu, redisCpu, redis, ops, leaseLateness] = await Promise.all([
+  const [proxyCpus, loadCpu, upstreamCpu, redisCpu, redis, ops, leaseLateness, resumptionTimes] = await Promise.all([
     Promise.all(group.map((target) => (target.pid === undefined ? 0 : treeCpuSeconds(target.pid)))),
     treeCpuSeconds(ctx.load.pid),
     treeCpuSeconds(upstream.child.pid),
@@ -78,9 +80,10 @@ export async function sample(ctx: Context, group: readonly Target[], upstream: U
     REDIS_KINDS.includes(kind) ? ctx.redis?.commandStats() : undefined,
     countsBy(group.map((target) => target.metricsUrl), 'mcp_gateway_store_duration_seconds_count', 'op'),
     bucketsBy(group.map((target) => target.metricsUrl), 'mcp_gateway_lease_renewal_lateness_seconds', 'lease'),
+    bucketsBy(group.map((target) => target.metricsUrl), 'mcp_gateway_resumption_decision_seconds', 'phase'),
   ]);
   const proxyCpu = proxyCpus.reduce((a, b) => a + b, 0);
-  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, storeOps: ops, leaseLateness };
+  return { at: performance.now(), proxyCpu, loadCpu, upstreamCpu, redisCpu, redis, storeOps: ops, leaseLateness, resumptionTimes };
 }
 
 /** after - before per key, without zeros and without our own INFO calls. */

@@ -78,17 +78,21 @@ export class Admission {
   }
 }
 
-/** Ends `turn` when `res` sends its headers (whatever sends them) or closes, whichever comes first. */
-export function endTurnOnHeaders(res: ServerResponse, turn: Turn): void {
+/**
+ * Calls `end` once, when `res` sends its headers (whatever sends them: `headers` true) or closes
+ * without them (false), whichever comes first.
+ */
+export function endTurnOnHeaders(res: ServerResponse, end: (headers: boolean) => void): void {
   const writeHead = res.writeHead;
-  const end = () => {
+  const done = (headers: boolean) => {
     res.writeHead = writeHead;
-    res.off('close', end);
-    turn();
+    res.off('close', closed);
+    end(headers);
   };
+  const closed = () => done(false);
   res.writeHead = function (this: ServerResponse, ...args: Parameters<ServerResponse['writeHead']>) {
-    end();
+    done(true);
     return writeHead.apply(this, args);
   } as ServerResponse['writeHead'];
-  res.once('close', end);
+  res.once('close', closed);
 }

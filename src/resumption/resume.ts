@@ -45,6 +45,8 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
   }
 
   const admission = new Admission(() => kit.config().resumption.admission);
+  const queued = kit.metrics.resumptionTimes.labels({ phase: 'queued' });
+  const decided = kit.metrics.resumptionTimes.labels({ phase: 'decided' });
   const decisions = () => {
     kit.metrics.resumptionDecisions.set({ state: 'running' }, admission.running);
     kit.metrics.resumptionDecisions.set({ state: 'queued' }, admission.queued);
@@ -52,6 +54,7 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
 
   /** A resumption in its turn (admission.ts), or 503 GW_RESUMPTION_BUSY at once past the bound. */
   async function resume(request: FastifyRequest, reply: FastifyReply, sessionId: string | undefined, lastEventId: string) {
+    const arrived = performance.now();
     const entered = admission.enter();
     decisions();
     const turn = entered instanceof Promise ? await entered : entered;
@@ -60,16 +63,19 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
       kit.metrics.resumptionsBusy.inc();
       return kit.answer(request, reply, 'GW_RESUMPTION_BUSY');
     }
-    const end = () => {
+    const began = performance.now();
+    const end = (headers: boolean) => {
       turn();
       decisions();
+      if (headers) decided.observe((performance.now() - began) / 1000);
     };
     // A client that left while it waited is not decided for: nothing of it may reach a replica.
     // Its connection tells (the request's own stream is destroyed once read, as a GET's is at once).
     if (reply.raw.destroyed || request.raw.socket?.destroyed !== false) {
-      end();
+      end(false);
       return reply;
     }
+    queued.observe((began - arrived) / 1000);
     decisions();
     endTurnOnHeaders(reply.raw, end);
     return decideAndSettle(request, reply, sessionId, lastEventId);

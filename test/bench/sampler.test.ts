@@ -2,6 +2,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
+import { admittedRows } from '../../bench/lib/fleet-workloads.js';
 import { bucketQuantile, bucketsBy, countsBy, delta, storeRows, type Sample } from '../../bench/lib/sampler.js';
 
 async function metricsServer(t: Test, body: string): Promise<string> {
@@ -21,7 +22,7 @@ t.test("a group's counters are summed over its instances, by label", async (t) =
 
 t.test('store rows: per unit, without zeros and without the INFO calls of the sampler', async (t) => {
   const edge = (redis: Record<string, number>, ops: Record<string, number>): Sample => ({
-    at: 0, proxyCpu: 0, loadCpu: 0, upstreamCpu: 0, redisCpu: 0, redis: new Map(Object.entries(redis)), storeOps: new Map(Object.entries(ops)), leaseLateness: undefined,
+    at: 0, proxyCpu: 0, loadCpu: 0, upstreamCpu: 0, redisCpu: 0, redis: new Map(Object.entries(redis)), storeOps: new Map(Object.entries(ops)), leaseLateness: undefined, resumptionTimes: undefined,
   });
   const start = edge({ evalsha: 10, info: 1, get: 5 }, { record: 2 });
   const end = edge({ evalsha: 30, info: 9, get: 5 }, { record: 12 });
@@ -43,4 +44,19 @@ t.test("a histogram's buckets are summed over the group, by label; a window's qu
   t.strictSame(bucketQuantile(before, after?.get('stream'), 0.99), { count: 95, atMost: Infinity, highest: Infinity }, 'most of the window past the last bound');
   t.strictSame(bucketQuantile(undefined, after?.get('instance'), 0.99), { count: 2, atMost: 0.1, highest: 0.1 });
   t.strictSame(bucketQuantile(undefined, undefined, 0.99), { count: 0, atMost: 0, highest: 0 }, 'nothing observed');
+});
+
+t.test("the storm's admitted decisions, by phase, over the window only", async (t) => {
+  const buckets = (counts: [number, number][]) => new Map(counts);
+  const edge = (times: Sample['resumptionTimes']): Sample => ({
+    at: 0, proxyCpu: 0, loadCpu: 0, upstreamCpu: 0, redisCpu: 0, redis: undefined, storeOps: undefined, leaseLateness: undefined, resumptionTimes: times,
+  });
+  const start = edge(new Map([['decided', buckets([[0.1, 5], [1, 5], [Infinity, 5]])]]));
+  // In the window: 100 decided, 98 within 0.1 s, one more within 1 s, one past the last bound; 10 queued within 0.1 s.
+  const end = edge(new Map([
+    ['decided', buckets([[0.1, 103], [1, 104], [Infinity, 105]])],
+    ['queued', buckets([[0.1, 10], [1, 10], [Infinity, 10]])],
+  ]));
+  const rows = Object.fromEntries(admittedRows({ workload: 'storm', target: 'gateway-redis-journal' }, start, end).map((r) => [r.metric, r.value]));
+  t.strictSame(rows, { admitted_decided_p50_ms: 100, admitted_decided_p99_ms: 1000, admitted_queued_p50_ms: 100, admitted_queued_p99_ms: 100 });
 });

@@ -94,5 +94,27 @@ t.test('a decision that waited for its turn is decided once it gets one, for a c
   t.ok(answers[0]!.headers.get('mcp-gateway-error') !== 'GW_RESUMPTION_BUSY', `the first decided in its turn (${answers[0]!.status})`);
   t.equal(answers[1]!.status, 200, 'the queued one is answered once its turn came');
   t.equal(answers[1]!.headers.get('mcp-resumption'), 'new-stream', 'and decided: a foreign cursor is a new stream, said so');
+
+  // mcp_gateway_resumption_decision_seconds: each admitted decision once per phase; the queued one
+  // waited while the store was stopped, so the wait is in `queued`, not in its decision.
+  const times = await phases(gw.registry);
+  t.equal(times.queued?.count, 2, 'both waits counted (the first waited 0)');
+  t.equal(times.decided?.count, 2, 'both decisions counted');
+  t.ok(times.queued!.sum > 0, `the second's wait is counted (${times.queued!.sum} s)`);
+  t.ok(times.queued!.zero === 1, 'the first had a turn at once');
 });
+
+/** mcp_gateway_resumption_decision_seconds by phase: count, sum, and observations in the lowest bucket. */
+async function phases(registry: Parameters<typeof metricValue>[0]) {
+  const metric = await registry.getSingleMetric('mcp_gateway_resumption_decision_seconds')!.get();
+  const out: Record<string, { count: number; sum: number; zero: number }> = {};
+  for (const v of metric.values as { labels: Record<string, string | number>; value: number; metricName?: string }[]) {
+    const phase = String(v.labels.phase);
+    const entry = (out[phase] ??= { count: 0, sum: 0, zero: 0 });
+    if (v.metricName?.endsWith('_count')) entry.count = v.value;
+    if (v.metricName?.endsWith('_sum')) entry.sum = v.value;
+    if (v.metricName?.endsWith('_bucket') && v.labels.le === 0.001) entry.zero = v.value;
+  }
+  return out;
+}
 

@@ -54,14 +54,14 @@ t.test("a turn ends when the response's headers leave, or when it closes without
   let closedEnded: () => void = () => undefined;
   const closed = new Promise<void>((resolve) => (closedEnded = resolve));
   const server = createServer((req, res) => {
-    endTurnOnHeaders(res, () => {
-      ended.push(req.url!);
+    endTurnOnHeaders(res, (headers) => {
+      ended.push(`${req.url!} ${headers ? 'headers' : 'closed'}`);
       if (req.url === '/closed') closedEnded();
     });
     if (req.url === '/headers') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(': open\n\n');
-      t.strictSame(ended, ['/headers'], 'ended as the headers left, the stream still open');
+      t.strictSame(ended, ['/headers headers'], 'ended as the headers left, the stream still open');
       res.end();
     } else {
       req.socket.destroy();
@@ -80,5 +80,5 @@ t.test("a turn ends when the response's headers leave, or when it closes without
   await get('/headers');
   await get('/closed');
   await closed;
-  t.strictSame(ended, ['/headers', '/closed'], 'each once');
+  t.strictSame(ended, ['/headers headers', '/closed closed'], 'each once, saying how');
 });
