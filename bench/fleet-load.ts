@@ -81,6 +81,8 @@ export interface StormResult {
   lost: number;
   /** stream_reset notifications since the cut: streams that could not go on, said so. */
   signalled: number;
+  /** The same, by the reason each gave. */
+  signalReasons: Record<string, number>;
   repeated: number;
   /** The first stream that received an event twice: its answer, last seq before the cut, seqs after. */
   firstRepeat?: string;
@@ -191,6 +193,8 @@ const fleet: {
   repeated: number;
   /** stream_reset notifications received (resumed: false), in the stream or as a new stream's first event. */
   signalled: number;
+  /** The same, by the reason each gave. */
+  signalReasons: Record<string, number>;
   /** The first event received twice, described. */
   firstRepeat?: string;
   window: { latencies: number[]; events: number } | undefined;
@@ -199,6 +203,7 @@ const fleet: {
 } = {
   cutAt: 0,
   signalled: 0,
+  signalReasons: {},
   urls: [],
   rate: 5,
   renumbered: false,
@@ -232,6 +237,8 @@ function onEvent(stream: Stream, block: string): void {
     // The gateway says the stream could not go on (resumed: false): what follows is a fresh
     // stream from the replica, a sequence of its own. Signalled, so neither lost nor repeated.
     fleet.signalled++;
+    const reason = /"reason":"([^"]*)"/.exec(block)?.[1] ?? 'none given';
+    fleet.signalReasons[reason] = (fleet.signalReasons[reason] ?? 0) + 1;
     stream.lastSeq = 0;
     stream.ids.clear();
     return;
@@ -341,6 +348,7 @@ async function streamsMeasure(job: Extract<FleetJob, { kind: 'streams-measure' }
 async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): Promise<StormResult> {
   const lostBefore = fleet.lost;
   const signalledBefore = fleet.signalled;
+  fleet.signalReasons = {};
   const repeatedBefore = fleet.repeated;
   delete fleet.firstRepeat;
   for (const s of fleet.streams) {
@@ -414,6 +422,7 @@ async function streamsStorm(job: Extract<FleetJob, { kind: 'streams-storm' }>): 
     silent,
     lost: fleet.lost - lostBefore,
     signalled: fleet.signalled - signalledBefore,
+    signalReasons: fleet.signalReasons,
     repeated: fleet.repeated - repeatedBefore,
   };
   const first = fleet.firstRepeat as string | undefined;
@@ -429,6 +438,7 @@ function streamsClose(): StreamsOpenResult {
   fleet.lost = 0;
   fleet.repeated = 0;
   fleet.signalled = 0;
+  fleet.signalReasons = {};
   return { opened, failed: 0 };
 }
 

@@ -131,7 +131,12 @@ export async function streamsWorkload(ctx: Context, kinds: readonly TargetName[]
           { ...sw, metric: 'decision_p50_ms', value: r.decisionMs.p50 },
           { ...sw, metric: 'decision_p99_ms', value: r.decisionMs.p99 },
           { ...sw, metric: 'lost', value: r.lost },
-          { ...sw, metric: 'signalled', value: r.signalled, note: 'stream_reset (resumed: false): could not go on, said so' },
+          {
+            ...sw,
+            metric: 'signalled',
+            value: r.signalled,
+            note: `stream_reset (resumed: false): could not go on, said so${r.signalled > 0 ? `; by reason: ${Object.entries(r.signalReasons).map(([k, v]) => `${k} ${v}`).join(', ')}` : ''}`,
+          },
           { ...sw, metric: 'repeated', value: r.repeated, ...(r.firstRepeat ? { note: `first: ${r.firstRepeat}` } : {}) },
           { ...sw, metric: 'proxy_and_redis_cpu_s', value: storm.end.proxyCpu - storm.start.proxyCpu + storm.end.redisCpu - storm.start.redisCpu },
           ...leaseRows(sw, storm.start, storm.end),

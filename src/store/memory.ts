@@ -340,7 +340,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
       maxJournalBytes?: number,
     ): Promise<RecordResult> {
       assertOpen('recordEvents');
-      checkBatch(batch);
+      checkBatch(batch, ttlMs);
       let entry = liveIncarnation(sessionId, incarnationId);
       if (entry === undefined && batch.create !== undefined) entry = createIncarnation(sessionId, incarnationId, batch.create, ttlMs);
       if (entry === undefined) return 'missing';
@@ -371,7 +371,7 @@ export function createMemoryStore(opts: MemoryStoreOptions = {}): Store {
         entry.pump = batch.pump.instanceId;
         entry.pumpUntil = now() + batch.pump.leaseMs;
       }
-      entry.expiresAt = now() + ttlMs;
+      if (ttlMs > 0) entry.expiresAt = now() + ttlMs;
       if (payloads !== undefined && payloads.length > 0) note(sessionId, incarnationId, { kind: 'head', head: entry.head });
       return 'ok';
     },
@@ -582,10 +582,13 @@ function keptPositions(maxPositions: number): number {
 }
 
 /** Refuses, before anything changes, what the Redis store refuses too. */
-function checkBatch(batch: EventBatch): void {
+function checkBatch(batch: EventBatch, ttlMs: number): void {
   if (batch.create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
     // Only the first batch of the first attachment may create its incarnation.
     throw new StoreError('recordEvents', { cause: new Error('a batch with create must be attach 1 and fromSeq 1') });
+  }
+  if (batch.create !== undefined && !(ttlMs > 0)) {
+    throw new StoreError('recordEvents', { cause: new Error('a batch with create must give a TTL') });
   }
   if (batch.upstreamIds.some((id) => id !== null && id.includes('\n'))) {
     // As the Redis store, which sends the ids joined by LF.

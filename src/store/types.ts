@@ -343,8 +343,8 @@ export interface Store {
 
   /**
    * Appends a batch of positions atomically: only when `attach` is current and `fromSeq` is
-   * head + 1. Keeps at most `maxPositions` positions (the oldest go, raising base). Extends the
-   * incarnation's TTL. 'stale': another attachment or a lost race; 'missing': not recorded.
+   * head + 1. Keeps at most `maxPositions` positions (the oldest go, raising base). Sets the
+   * incarnation's TTL to `ttlMs`, or leaves it when `ttlMs` is 0 (a batch with `create` must give one). 'stale': another attachment or a lost race; 'missing': not recorded.
    * Idempotent: a batch that already landed (the same ids at the same positions, for the current
    * attachment) is 'ok' again, so that a write retried after a timeout does not end its stream.
    * With `batch.create`, an incarnation that has no record at all is first created as openIncarnation

@@ -57,8 +57,33 @@ export interface PipeRequest {
   readonly verify?: SsePipeOptions['verify'];
 }
 
+/** The child metrics of one replica's streams. */
+interface ReplicaMetrics {
+  readonly events: ReturnType<Metrics['sseEvents']['labels']>;
+  readonly open: ReturnType<Metrics['sseStreamsOpen']['labels']>;
+}
+
 export class SseStreams {
-  constructor(private readonly deps: StreamDeps) {}
+  /**
+   * Looked up once per replica, not once per stream: each labels() call builds a child's bound
+   * functions, which every open stream would otherwise keep (docs/performance.md, idle streams).
+   */
+  readonly #replicaMetrics = new Map<string, ReplicaMetrics>();
+  readonly #streamLeaseLateness: ReturnType<Metrics['leaseRenewalLateness']['labels']>;
+
+  constructor(private readonly deps: StreamDeps) {
+    this.#streamLeaseLateness = deps.metrics.leaseRenewalLateness.labels({ lease: 'stream' });
+  }
+
+  #metricsOf(replica: string): ReplicaMetrics {
+    let children = this.#replicaMetrics.get(replica);
+    if (children === undefined) {
+      const { metrics } = this.deps;
+      children = { events: metrics.sseEvents.labels({ replica }), open: metrics.sseStreamsOpen.labels({ replica }) };
+      this.#replicaMetrics.set(replica, children);
+    }
+    return children;
+  }
 
   /**
    * Records a new incarnation of the session, before any of its events leaves (E5). A GET
@@ -146,8 +171,7 @@ export class SseStreams {
     const { metrics, openStreams, pumps } = this.deps;
     const pumped = attachment?.pump !== undefined ? attachment : undefined;
     const key = pumped && { sessionId: pumped.sessionId, incarnation: pumped.incarnation, kind: pumped.kind };
-    const events = metrics.sseEvents.labels({ replica: request.replica });
-    const streamOpen = metrics.sseStreamsOpen.labels({ replica: request.replica });
+    const { events, open: streamOpen } = this.#metricsOf(request.replica);
     let counted = false;
     const stream = pipeSse({
       body: request.body,
@@ -174,7 +198,7 @@ export class SseStreams {
       // this instance's other work) is not what proves the pump alive: the instance's liveness is
       // (liveness.ts); how late each landed against the timer's schedule is measured.
       const period = pumped.pump.leaseMs / 3;
-      const late = metrics.leaseRenewalLateness.labels({ lease: 'stream' });
+      const late = this.#streamLeaseLateness;
       let due = performance.now() + period;
       renewal = setInterval(() => {
         const dueAt = due;

@@ -50,6 +50,8 @@ export class UnrecordedRecords implements RecordsHost {
   readonly #deps: UnrecordedDeps;
   /** Streams with a backlog, in the order they are served (one write each per round). */
   readonly #backlogs = new Set<Backlog>();
+  /** When each stream's keys were last extended (performance.now()); see #extension. */
+  readonly #extendedAt = new WeakMap<RecordTarget, number>();
   #bytes = 0;
   #down = false;
   #flushing = false;
@@ -103,17 +105,37 @@ export class UnrecordedRecords implements RecordsHost {
   write(target: RecordTarget, batch: EventBatch, retryMs: number): Promise<RecordResult> {
     const config = this.#deps.config();
     const { journal } = config.resumption;
-    const attempt = () =>
-      this.#deps.store.recordEvents(
+    const attempt = () => {
+      const ttlMs = this.#extension(target, batch, config.sessions.idleTtlMs);
+      const written = this.#deps.store.recordEvents(
         target.sessionId,
         target.incarnation,
         batch,
         // J1: one window for positions and journal, bounded by both.
         batch.payloads ? Math.min(config.resumption.recordedEvents, journal.maxEvents) : config.resumption.recordedEvents,
-        config.sessions.idleTtlMs,
+        ttlMs,
         batch.payloads ? journal.maxBytes : undefined,
       );
+      // An extension that may not have landed is asked for again by the next batch.
+      if (ttlMs > 0) void written.then((result) => result === 'ok' || this.#extendedAt.delete(target), () => this.#extendedAt.delete(target));
+      return written;
+    };
     return retryWithin(retryMs, RETRY_PAUSES, attempt, isStoreError);
+  }
+
+  /**
+   * The TTL a batch extends its incarnation's keys to, or 0 to leave them: a stream's keys are
+   * extended once every quarter of idleTtlMs, to idleTtlMs and a quarter, so that they never
+   * expire sooner than idleTtlMs after its last batch, and a paced stream's batches do not each
+   * pay for four more commands in the script.
+   */
+  #extension(target: RecordTarget, batch: EventBatch, idleTtlMs: number): number {
+    const now = performance.now();
+    const at = this.#extendedAt.get(target);
+    // A batch that may create its incarnation always gives it its TTL.
+    if (batch.create === undefined && at !== undefined && now - at < idleTtlMs / 4) return 0;
+    this.#extendedAt.set(target, now);
+    return Math.ceil(idleTtlMs * 1.25);
   }
 
   storeFailed(): void {

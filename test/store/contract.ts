@@ -541,6 +541,17 @@ function incarnationContract(test: ContractTest, tickUntil: TickUntil): void {
     t.match((await read(h.store, 'long'))?.record, { head: 1 }, 'the one created with a long TTL lives on');
   });
 
+  test('incarnations: a batch with ttlMs 0 leaves the TTL as it was; one that creates must give one', async (t, h) => {
+    t.equal(await h.store.recordEvents('s1', 'short', batch(1, ['u1'], { create: creating() }), MANY_POSITIONS, h.shortTtlMs), 'ok');
+    t.equal(await h.store.recordEvents('s1', 'long', batch(1, ['u1'], { create: creating() }), MANY_POSITIONS, LONG_TTL_MS), 'ok');
+    t.equal(await h.store.recordEvents('s1', 'short', batch(2, ['u2']), MANY_POSITIONS, 0), 'ok', 'recorded without extending');
+    t.equal(await h.store.recordEvents('s1', 'long', batch(2, ['u2']), MANY_POSITIONS, 0), 'ok');
+    await tickUntil(t, h, 'the short TTL runs out as set by the first batch', async () => (await read(h.store, 'short')) === null);
+    t.match((await read(h.store, 'long'))?.record, { head: 2 }, 'the long one keeps its TTL, not 0');
+    await t.rejects(h.store.recordEvents('s1', 'zero', batch(1, ['u1'], { create: creating() }), MANY_POSITIONS, 0), { name: 'StoreError', op: 'recordEvents' });
+    t.equal(await read(h.store, 'zero'), null, 'and nothing was created');
+  });
+
   test('incarnations: a first batch with create retried after it landed is ok and records nothing twice', async (t, h) => {
     const first = batch(1, ['a', 'b'], { create: creating({ pending: [1, 1, 2] }), responded: [1] });
     t.equal(await record(h.store, 'p1', first), 'ok');

@@ -124,6 +124,94 @@ t.test('redis: keys carry a hash tag made from a digest of the id, one cluster s
   t.equal(calculateSlot(epochsKey(KEY_PREFIX)), calculateSlot('fleet'));
 });
 
+t.test('redis: the batches of one loop turn share one script call, each with its own answer', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  for (const sessionId of ['s1', 's2', 's3', 's4']) {
+    await store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, 60_000);
+    await store.openIncarnation({ id: 'g1', sessionId, owner: 'r1', kind: 'get', supersede: true }, 60_000);
+  }
+  const frames = (...texts: string[]) => JournalFrames.of(texts);
+  const one = (sessionId: string, fromSeq: number, ids: string[], payloads?: JournalFrames) =>
+    store.recordEvents(sessionId, 'g1', { attach: 1, fromSeq, upstreamIds: ids, responded: [], ...(payloads ? { payloads } : {}) }, 100, 60_000, 1 << 20);
+  // The script is loaded on its first call: counted from the next.
+  await Promise.all([one('s4', 1, ['w1']), one('s4', 2, ['w2'])]);
+  await redis.config('RESETSTAT');
+
+  const answers = await Promise.allSettled([
+    one('s1', 1, ['a1'], frames('A1')),
+    // Pipelined behind the batch before it, in the same call.
+    one('s1', 2, ['a2'], frames('A2')),
+    one('s2', 5, ['b5']),
+    store.recordEvents('s3', 'nowhere', { attach: 1, fromSeq: 1, upstreamIds: ['c1'], responded: [] }, 100, 60_000),
+    // An id with LF cannot be an SSE id: the script refuses this batch alone.
+    one('s3', 1, ['c\n1']),
+    one('s4', 3, ['w3']),
+  ]);
+  t.same(
+    answers.map((answer) => (answer.status === 'fulfilled' ? answer.value : answer.reason.name)),
+    ['ok', 'ok', 'stale', 'missing', 'StoreError', 'ok'],
+  );
+  t.match((answers[4] as PromiseRejectedResult).reason, { cause: { message: /upstream ids: expected 1, found 2/ } });
+  t.same(await scriptCalls(redis), { evalsha: 1, eval: 0 }, 'six batches, one script call');
+  t.match(await store.readIncarnation('s1', 'g1', 0), { record: { head: 2 }, after: ['a1', 'a2'] });
+  t.match(await store.readJournal('s1', 'g1', 0, 10), { events: [{ seq: 1, payload: 'A1' }, { seq: 2, payload: 'A2' }] });
+  t.match(await store.readIncarnation('s3', 'g1', 0), { record: { head: 0 } }, 'the refused batch wrote nothing');
+  t.match(await store.readIncarnation('s4', 'g1', 0), { record: { head: 3 }, after: ['w1', 'w2', 'w3'] });
+});
+
+t.test('redis: the journal reads of one loop turn share one script call, each with its own answer', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  for (const sessionId of ['s1', 's2']) {
+    await store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, 60_000);
+    await store.openIncarnation({ id: 'g1', sessionId, owner: 'r1', kind: 'get', supersede: true }, 60_000);
+    const texts = [1, 2, 3].map((i) => `${sessionId}-${i}`);
+    await store.recordEvents(sessionId, 'g1', { attach: 1, fromSeq: 1, upstreamIds: texts, responded: [], payloads: JournalFrames.of(texts) }, 100, 60_000, 1 << 20);
+  }
+  const reads = () => Promise.all([store.readJournal('s1', 'g1', 0, 10), store.readJournal('s2', 'g1', 1, 1), store.readJournal('s2', 'nowhere', 0, 10), store.readJournal('s1', 'g1', 3, 10)]);
+  const alone: Awaited<ReturnType<Store['readJournal']>>[] = [];
+  for (const [sessionId, inc, after, limit] of [['s1', 'g1', 0, 10], ['s2', 'g1', 1, 1], ['s2', 'nowhere', 0, 10], ['s1', 'g1', 3, 10]] as const) {
+    alone.push(await store.readJournal(sessionId, inc, after, limit));
+  }
+  // The script is loaded on its first call: counted from the next.
+  await reads();
+  await redis.config('RESETSTAT');
+  const together = await reads();
+  t.same(await scriptCalls(redis), { evalsha: 1, eval: 0 }, 'four reads, one script call');
+  t.same(together, alone, 'each answered as when read alone');
+  t.match(together[0], { record: { head: 3 }, events: [{ seq: 1, payload: 's1-1' }, { seq: 2 }, { seq: 3, payload: 's1-3' }] });
+  t.match(together[1], { events: [{ seq: 2, payload: 's2-2' }] });
+  t.equal(together[2], null, 'not recorded');
+  t.same(together[3]?.events, [], 'nothing after the head');
+});
+
+t.test('redis: a batch that stops the shared script fails alone; the others are written', async (t) => {
+  await server.flushall();
+  const store = makeStore(server);
+  t.teardown(() => store.close());
+  const redis = inspector(t, server);
+  for (const sessionId of ['s1', 's2', 's3']) {
+    await store.bindSession({ sessionId, owner: 'r1', ownerEpoch: 'e1' }, 60_000);
+    await store.openIncarnation({ id: 'g1', sessionId, owner: 'r1', kind: 'get', supersede: true }, 60_000);
+  }
+  // Positions of another type: the script's first read of them is an error that stops it.
+  await redis.set(positionsKey(KEY_PREFIX, 's2', 'g1'), 'not a list');
+  const one = (sessionId: string) => store.recordEvents(sessionId, 'g1', { attach: 1, fromSeq: 1, upstreamIds: [`${sessionId}-1`], responded: [] }, 100, 60_000);
+  const answers = await Promise.allSettled([one('s1'), one('s2'), one('s3')]);
+  t.same(
+    answers.map((answer) => (answer.status === 'fulfilled' ? answer.value : answer.reason.name)),
+    ['ok', 'StoreError', 'ok'],
+  );
+  t.match((answers[1] as PromiseRejectedResult).reason, { op: 'recordEvents', cause: { message: /WRONGTYPE/ } });
+  t.match(await store.readIncarnation('s1', 'g1', 0), { record: { head: 1 }, after: ['s1-1'] }, 'written once, though sent twice');
+  t.match(await store.readIncarnation('s3', 'g1', 0), { record: { head: 1 }, after: ['s3-1'] });
+});
+
 t.test('redis: a session and its incarnations share one slot, in the documented layout', async (t) => {
   await server.flushall();
   const store = makeStore(server);

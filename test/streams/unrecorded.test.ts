@@ -3,11 +3,13 @@
  * one store attempt, are held within their bounds while the store does not answer, and are written
  * in order, in a few writes, once it answers again; a stream past a bound goes on unrecorded.
  */
+import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import t, { type Test } from 'tap';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { createRedisStore } from '../../src/store/redis/index.js';
+import { incarnationKey } from '../../src/store/redis/keys.js';
 import type { Store } from '../../src/store/types.js';
 import { BATCH_COST_BYTES, EVENT_COST_BYTES } from '../../src/streams/record-backlog.js';
 import type { RecordTarget } from '../../src/streams/record-target.js';
@@ -72,6 +74,24 @@ t.test('while the store answers, a batch is recorded before record() resolves', 
   t.equal(await stream.record(1, ids(1, 3), [], 0), 'ok');
   t.same(await recorded(h.store, s), { head: 3, after: ids(1, 3) }, 'recorded at once (E5)');
   t.equal(await metricValue(h.registry, 'mcp_gateway_record_batches_late_total'), 0, 'nothing late');
+});
+
+t.test("a stream's first batch extends its keys to idleTtlMs and a quarter; the next ones within a quarter leave them", async (t) => {
+  const h = await harness(t);
+  const s = await getStream(h.store);
+  const redis = new Redis(server.url);
+  t.teardown(() => redis.quit());
+  const key = incarnationKey('unrec', s.sessionId, s.incarnation);
+  const idleTtlMs = testConfig({ replicas: [{ id: 'r1', url: 'http://127.0.0.1:1/mcp' }] }).sessions.idleTtlMs;
+  const stream = h.records.stream({ ...s, attach: 1 });
+  t.equal(await stream.record(1, ids(1, 1), [], 0), 'ok');
+  const first = await redis.pttl(key);
+  t.ok(first > idleTtlMs && first <= idleTtlMs * 1.25, `extended to ${first} ms`);
+  await redis.pexpire(key, idleTtlMs * 2);
+  // Without the change each batch sets it back to 1.25 × idleTtlMs.
+  t.equal(await stream.record(2, ids(2, 1), [], 0), 'ok');
+  t.ok((await redis.pttl(key)) > idleTtlMs * 1.25, 'the next batch left the TTL as it was');
+  t.same(await recorded(h.store, s), { head: 2, after: ids(1, 2) });
 });
 
 t.test('store blocked: events leave after one attempt, the rest at once, and are recorded in order once it answers', async (t) => {

@@ -33,6 +33,8 @@ import {
 } from '../types.js';
 import { checkAccess, refusalOf } from './access.js';
 import { JournalEnds } from './journal-cut.js';
+import { CallFlush, type PreparedCall } from './call-flush.js';
+import { manyCallsArgs } from './scripts/many.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
 import {
@@ -111,6 +113,16 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
   let subscriber: ChannelSubscriber | undefined;
   /** Where this instance expects each journal it writes to end: its batches are sent cut there. */
   const journalEnds = new JournalEnds();
+  /** The batches recorded in one loop turn, in one round trip (per slot on a Cluster). */
+  const records = new CallFlush<string>(
+    (group) => sendGroup(group, (call) => client.gwRecordEvents(...(call.keys as [string, string, string, string]), ...call.args), (args) => client.gwRecordMany(...args), String),
+    opts.cluster !== undefined,
+  );
+  /** The journal reads of one loop turn (every tail that was noted a new head), in one round trip. */
+  const journalReads = new CallFlush<unknown>(
+    (group) => sendGroup(group, (call) => client.gwReadJournal(...(call.keys as [string, string, string]), ...(call.args as [number, number])), (args) => client.gwReadJournalMany(...args), (answer) => answer),
+    opts.cluster !== undefined,
+  );
 
   const key = (sessionId: string): string => sessionKey(opts.keyPrefix, sessionId);
   const incKeys = (sessionId: string, incarnationId: string): [string, string, string] => [
@@ -264,40 +276,39 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
           // Only the first batch of the first attachment may create its incarnation.
           throw new Error('a batch with create must be attach 1 and fromSeq 1');
         }
+        if (create !== undefined && !(ttlMs > 0)) throw new Error('a batch with create must give a TTL');
         if (payloads !== undefined && payloads.length !== batch.upstreamIds.length) {
           throw new Error('payloads and upstream ids differ in length');
         }
-        const keys = incKeys(sessionId, incarnationId);
+        const [incKey, posKey, jnlKey] = incKeys(sessionId, incarnationId);
         const frames = payloads?.frames;
-        const pieces = frames === undefined ? undefined : journalEnds.send(keys[0], frames);
-        let reply: unknown;
+        const pieces = frames === undefined ? undefined : journalEnds.send(incKey, frames);
+        const args = [
+          batch.attach,
+          batch.fromSeq,
+          Math.max(1, Math.floor(maxPositions)),
+          ttlMs,
+          ...(create === undefined ? ['0', '', '', '', ''] : ['1', sessionId, create.owner, create.kind, JSON.stringify(create.pending)]),
+          batch.responded.length,
+          ...batch.responded.map((id) => JSON.stringify(id)),
+          batch.upstreamIds.length,
+          batch.upstreamIds.map((id) => id ?? '').join('\n'),
+          maxJournalBytes === undefined ? -1 : Math.max(0, Math.floor(maxJournalBytes)),
+          pump?.instanceId ?? '',
+          pump === undefined ? 0 : Date.now() + pump.leaseMs,
+          channel(sessionId, incarnationId),
+          ...(pieces === undefined ? ['0', ''] : ['1', ...pieces]),
+        ];
         let end: number | undefined;
         try {
-          reply = await client.gwRecordEvents(
-            ...keys,
-            incarnationsKey(opts.keyPrefix, sessionId),
-            batch.attach,
-            batch.fromSeq,
-            Math.max(1, Math.floor(maxPositions)),
-            ttlMs,
-            ...(create === undefined ? ['0', '', '', '', ''] : ['1', sessionId, create.owner, create.kind, JSON.stringify(create.pending)]),
-            batch.responded.length,
-            ...batch.responded.map((id) => JSON.stringify(id)),
-            batch.upstreamIds.length,
-            batch.upstreamIds.map((id) => id ?? '').join('\n'),
-            maxJournalBytes === undefined ? -1 : Math.max(0, Math.floor(maxJournalBytes)),
-            pump?.instanceId ?? '',
-            pump === undefined ? 0 : Date.now() + pump.leaseMs,
-            channel(sessionId, incarnationId),
-            ...(pieces === undefined ? ['0', ''] : ['1', ...pieces]),
-          );
-          end = journalEnd(reply);
+          const answer = await sendVia(records, [incKey, posKey, jnlKey, incarnationsKey(opts.keyPrefix, sessionId)], args);
+          end = journalEnd(answer);
+          if (answer === 'ok' || answer === 'stale' || answer === 'missing') return answer;
+          if (end !== undefined) return 'ok';
+          throw new Error(answer.startsWith('err ') ? answer.slice(4) : `unexpected reply: ${answer}`);
         } finally {
-          if (frames !== undefined) journalEnds.answered(keys[0], frames.length, end);
+          if (frames !== undefined) journalEnds.answered(incKey, frames.length, end);
         }
-        if (reply === 'ok' || reply === 'stale' || reply === 'missing') return reply;
-        if (end !== undefined) return 'ok';
-        throw new Error(`unexpected reply: ${String(reply)}`);
       });
     },
 
@@ -318,7 +329,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
     readJournal(sessionId: string, incarnationId: string, afterSeq: number, limit: number): Promise<JournalRead | null> {
       return run('readJournal', async () => {
-        const reply = await client.gwReadJournal(...incKeys(sessionId, incarnationId), seqArgument(afterSeq), Math.max(0, Math.floor(limit)));
+        const reply = await sendVia(journalReads, incKeys(sessionId, incarnationId), [seqArgument(afterSeq), Math.max(0, Math.floor(limit))]);
         return reply === null ? null : toJournalRead(incarnationId, reply);
       });
     },
@@ -513,6 +524,49 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       }
     },
   };
+}
+
+/** One call through `flush`: resolves with the script's answer to it, or rejects with the round trip's failure. */
+function sendVia<A>(flush: CallFlush<A>, keys: readonly string[], args: readonly (string | number | Buffer)[]): Promise<A> {
+  return new Promise<A>((resolve, reject) => {
+    let settled = false;
+    flush.add({
+      keys,
+      args,
+      settle(answer: A | Error): void {
+        if (settled) return;
+        settled = true;
+        if (answer instanceof Error) reject(answer);
+        else resolve(answer);
+      },
+    });
+  });
+}
+
+/**
+ * Sends one group of calls: the single script for one, its many-call twin for more, settling each
+ * with its own answer. A twin that Redis stopped at one call (a key of another type, say: a script
+ * is not rolled back) is followed by each call alone, so that only that one fails; a write that
+ * landed before the stop is answered 'ok' again (a batch that landed is idempotent).
+ */
+async function sendGroup<A>(
+  group: readonly PreparedCall<A>[],
+  single: (call: PreparedCall<A>) => Promise<unknown>,
+  many: (args: (string | number | Buffer)[]) => Promise<unknown>,
+  as: (answer: unknown) => A,
+): Promise<void> {
+  const alone = (call: PreparedCall<A>) => single(call).then((answer) => call.settle(as(answer)));
+  if (group.length === 1) return alone(group[0]!);
+  let answers: unknown;
+  try {
+    answers = await many(manyCallsArgs(group));
+  } catch (err) {
+    if ((err as Error).name !== 'ReplyError') throw err;
+    await Promise.all(group.map((call) => alone(call).catch((failure: Error) => call.settle(failure))));
+    return;
+  }
+  if (!Array.isArray(answers) || answers.length !== group.length) throw new Error(`malformed reply to ${group.length} calls: ${JSON.stringify(answers)}`);
+  group.forEach((call, i) => call.settle(as(answers[i])));
 }
 
 /** The journal's end in bytes that the record script answers after a batch it journaled ('ok <end>'). */

@@ -21,6 +21,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { INCARNATIONS_LISTED } from '../../types.js';
 import { JOURNAL_LUA } from './journal.js';
+import { manyCallsLua } from './many.js';
 import { TOUCH_SESSION_FUNCTION_LUA } from './session.js';
 
 /** Lua shared by the incarnation scripts. */
@@ -146,7 +147,7 @@ return { attach, readIncarnation(ARGV[2]) }
  * afterSeq + 1 is journaled (none otherwise): { fields, first position, payloads }; false when
  * not recorded. KEYS: incarnation, positions, journal. ARGV: afterSeq, limit.
  */
-const READ_JOURNAL_LUA = `${RECORD_FUNCTION_LUA}${JOURNAL_LUA}
+const READ_JOURNAL_BODY_LUA = `
 local m, head, base, from = readRecord()
 if not m then return false end
 local first = tonumber(ARGV[1]) + 1
@@ -156,6 +157,9 @@ local js = jstate()
 local _, payloads = jwalk(js, joffset(js, first), last - first + 1, true)
 return { m, first, payloads }
 `;
+const READ_JOURNAL_LUA = `${RECORD_FUNCTION_LUA}${JOURNAL_LUA}${READ_JOURNAL_BODY_LUA}`;
+/** The journal reads of many tails in one round trip (many.ts): three keys each. */
+const READ_JOURNAL_MANY_LUA = manyCallsLua(`${RECORD_FUNCTION_LUA}${JOURNAL_LUA}`, READ_JOURNAL_BODY_LUA, 3);
 
 /** readIncarnation() (false when not recorded). KEYS: incarnation, positions, journal, session. ARGV: afterSeq. */
 const READ_INCARNATION_LUA = `${READ_INCARNATION_FUNCTION_LUA}
@@ -276,6 +280,8 @@ export interface IncarnationScripts {
   gwReadIncarnation(...args: [...IncKeys, session: string, afterSeq: number]): Promise<unknown>;
   gwTouchAndRead(...args: [...IncKeys, session: string, idleTtlMs: number, afterSeq: number]): Promise<unknown>;
   gwReadJournal(...args: [...IncKeys, afterSeq: number, limit: number]): Promise<unknown>;
+  /** manyCallsArgs() of the reads: three keys each. */
+  gwReadJournalMany(...args: (string | number | Buffer)[]): Promise<unknown>;
   gwSessionIncarnations(session: string, index: string, limit: number): Promise<unknown>;
   gwCloseIncarnation(incKey: string, channel: string, state: string): Promise<number>;
   gwTouchIncarnation(...args: [...IncKeys, ttlMs: number]): Promise<number>;
@@ -293,6 +299,7 @@ export function defineIncarnationScripts(client: Redis | Cluster): void {
   client.defineCommand('gwReadIncarnation', { numberOfKeys: 4, lua: READ_INCARNATION_LUA });
   client.defineCommand('gwTouchAndRead', { numberOfKeys: 4, lua: TOUCH_AND_READ_LUA });
   client.defineCommand('gwReadJournal', { numberOfKeys: 3, lua: READ_JOURNAL_LUA });
+  client.defineCommand('gwReadJournalMany', { lua: READ_JOURNAL_MANY_LUA });
   client.defineCommand('gwCloseIncarnation', { numberOfKeys: 1, lua: CLOSE_INCARNATION_LUA });
   client.defineCommand('gwTouchIncarnation', { numberOfKeys: 3, lua: TOUCH_INCARNATION_LUA });
   client.defineCommand('gwTouchTail', { numberOfKeys: 1, lua: TOUCH_TAIL_LUA });

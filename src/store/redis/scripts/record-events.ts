@@ -3,10 +3,11 @@
 import type { Cluster, Redis } from 'ioredis';
 import { CREATE_INCARNATION_LUA, INCARNATION_LUA_PRELUDE } from './incarnation.js';
 import { JOURNAL_LUA } from './journal.js';
+import { manyCallsLua } from './many.js';
 
 /**
  * Appends a batch when its attachment is current and fromSeq is head + 1, settles the responded
- * requests, trims to maxPositions and extends the TTL; first creates the incarnation when asked to
+ * requests, trims to maxPositions and extends the TTL (unless ttlMs is 0); first creates the incarnation when asked to
  * create it and it has no record (never superseding: the session key is not among KEYS).
  * J1: journals the events' bytes (journal.ts) after the incarnation's head, trimming the oldest
  * positions until the journal's bytes fit maxBytes, and notes the new head on the incarnation's
@@ -33,7 +34,7 @@ import { JOURNAL_LUA } from './journal.js';
  * round large numbers, and 1 and "1" are different ids. The pending array is written by
  * JSON.stringify (no whitespace, strings and numbers only), which is what elements() splits.
  */
-const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}${JOURNAL_LUA}
+const RECORD_BODY_LUA = `
 local function elements(json)
   local out, i = {}, 2
   while i < #json do
@@ -173,23 +174,40 @@ if drop > 0 then
   redis.call('LTRIM', KEYS[2], drop, -1)
   base = base + drop
 end
-redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
-if journaling then redis.call('HSET', KEYS[1], 'unjournaled', unjournaled) end
-if pump ~= '' then redis.call('HSET', KEYS[1], 'pump', pump, 'pumpUntil', pumpUntil) end
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-keepIndex(KEYS[4], ARGV[4])
+-- One write of the record's fields: a call each costs the script more than the fields do.
+if journaling and pump ~= '' then
+  redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending, 'unjournaled', unjournaled, 'pump', pump, 'pumpUntil', pumpUntil)
+elseif journaling then
+  redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending, 'unjournaled', unjournaled)
+elseif pump ~= '' then
+  redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending, 'pump', pump, 'pumpUntil', pumpUntil)
+else
+  redis.call('HSET', KEYS[1], 'head', head, 'base', base, 'pending', pending)
+end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  keepIndex(KEYS[4], ARGV[4])
+end
 if journaling and n > 0 then redis.call('SPUBLISH', channel, 'head ' .. head) end
 -- Where the journal's bytes now end: where the gateway cuts the next batch's frames.
 if journaling then return 'ok ' .. string.format('%d', js.e) end
 return 'ok'
 `;
 
+const RECORD_EVENTS_LUA = `${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}${JOURNAL_LUA}${RECORD_BODY_LUA}`;
+
+/** The batches of many streams in one round trip (many.ts). KEYS: four per batch. */
+const RECORD_MANY_LUA = manyCallsLua(`${INCARNATION_LUA_PRELUDE}${CREATE_INCARNATION_LUA}${JOURNAL_LUA}`, RECORD_BODY_LUA, 4);
+
 export interface RecordEventsScripts {
   gwRecordEvents(incKey: string, posKey: string, jnlKey: string, index: string, ...args: (string | number | Buffer)[]): Promise<string>;
+  /** manyCallsArgs() of the batches: four keys each. */
+  gwRecordMany(...args: (string | number | Buffer)[]): Promise<unknown>;
 }
 
 export function defineRecordEventsScripts(client: Redis | Cluster): void {
   client.defineCommand('gwRecordEvents', { numberOfKeys: 4, lua: RECORD_EVENTS_LUA });
+  client.defineCommand('gwRecordMany', { lua: RECORD_MANY_LUA });
 }
