@@ -6,6 +6,7 @@ and then calls the tools it is told to on stdin, one JSON object a line:
 It tells what it sees on stdout, one JSON object a line, with an "event" of:
   initialized   {"protocolVersion"}
   http          each response of the transport: {"method", "status", "lastEventId"} (a GET's header)
+  sse_id        each event id a GET stream's body carries, as it reaches the transport: {"id"}
   log           each record of the SDK's loggers: {"logger", "level", "message"}
   notification  each server notification the session surfaces: {"method", "params"}
   stream_reset  notifications/gateway/stream_reset, only with --bind-reset: {"params"}
@@ -28,6 +29,7 @@ from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from httpx2._types import AsyncByteStream
 from mcp.shared.message import ClientMessageMetadata
 from pydantic import BaseModel, ConfigDict
 
@@ -50,9 +52,32 @@ class StreamReset(BaseModel):
     lastEventId: str | None = None
 
 
+class EventIds(AsyncByteStream):
+    """A GET response's body, passed on unchanged, with each event id it carries reported (sse_id):
+    what the transport has been given to keep as the stream's Last-Event-ID."""
+
+    def __init__(self, inner: AsyncByteStream) -> None:
+        self.inner = inner
+        self.partial = b""
+
+    async def __aiter__(self):  # type: ignore[override]
+        async for chunk in self.inner:
+            lines = (self.partial + chunk).split(b"\n")
+            self.partial = lines.pop()
+            for line in lines:
+                if line.startswith(b"id:"):
+                    say("sse_id", id=line[3:].strip(b" \r").decode())
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def on_response(response: httpx2.Response) -> None:
     request = response.request
     say("http", method=request.method, status=response.status_code, lastEventId=request.headers.get("last-event-id"))
+    if request.method == "GET" and isinstance(response.stream, AsyncByteStream):
+        response.stream = EventIds(response.stream)
 
 
 async def on_message(message: Any) -> None:
