@@ -16,6 +16,7 @@
  * trip per group, so sessions that share a slot still share one.
  */
 import calculateSlot from 'cluster-key-slot';
+import { manyCallsArgs } from './scripts/many.js';
 
 /** One call, ready to send: its keys (the first names its slot) and the single script's arguments. */
 export interface PreparedCall<A> {
@@ -81,4 +82,47 @@ function bySlot<A>(calls: readonly PreparedCall<A>[]): PreparedCall<A>[][] {
     else groups.set(slot, [call]);
   }
   return [...groups.values()];
+}
+
+/** One call through `flush`: resolves with the script's answer to it, or rejects with the round trip's failure. */
+export function sendVia<A>(flush: CallFlush<A>, keys: readonly string[], args: readonly (string | number | Buffer)[]): Promise<A> {
+  return new Promise<A>((resolve, reject) => {
+    let settled = false;
+    flush.add({
+      keys,
+      args,
+      settle(answer: A | Error): void {
+        if (settled) return;
+        settled = true;
+        if (answer instanceof Error) reject(answer);
+        else resolve(answer);
+      },
+    });
+  });
+}
+
+/**
+ * Sends one group of calls: the single script for one, its many-call twin for more, settling each
+ * with its own answer. A twin that Redis stopped at one call (a key of another type, say: a script
+ * is not rolled back) is followed by each call alone, so that only that one fails; a write that
+ * landed before the stop is answered 'ok' again (a batch that landed is idempotent).
+ */
+export async function sendGroup<A>(
+  group: readonly PreparedCall<A>[],
+  single: (call: PreparedCall<A>) => Promise<unknown>,
+  many: (args: (string | number | Buffer)[]) => Promise<unknown>,
+  as: (answer: unknown) => A,
+): Promise<void> {
+  const alone = (call: PreparedCall<A>) => single(call).then((answer) => call.settle(as(answer)));
+  if (group.length === 1) return alone(group[0]!);
+  let answers: unknown;
+  try {
+    answers = await many(manyCallsArgs(group));
+  } catch (err) {
+    if ((err as Error).name !== 'ReplyError') throw err;
+    await Promise.all(group.map((call) => alone(call).catch((failure: Error) => call.settle(failure))));
+    return;
+  }
+  if (!Array.isArray(answers) || answers.length !== group.length) throw new Error(`malformed reply to ${group.length} calls: ${JSON.stringify(answers)}`);
+  group.forEach((call, i) => call.settle(as(answers[i])));
 }

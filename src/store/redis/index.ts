@@ -5,24 +5,20 @@
  * Failures of any kind (disconnected, timed out, script error, malformed record, a failover in
  * progress) surface as StoreError, fast: there is no offline queue and every command has a
  * timeout (CONTRACT.md §7). Binding changes are published on one channel, which the subscriber
- * connection (subscriber.ts, opened by the first watcher) listens to.
+ * connection (subscriber.ts, opened by the first watcher) listens to. The stream incarnations and
+ * their journals are incarnations.ts.
  */
 
 import type { Cluster, Redis } from 'ioredis';
 import { GatewayError } from '../../errors.js';
 import {
   INCARNATIONS_LISTED,
-  type EventBatch,
-  type HeldGetRelease,
   type IncarnationRecord,
   type IncarnationView,
   type InstanceLiveness,
   type JournalNote,
-  type JournalRead,
   type LivenessOptions,
-  type NewIncarnation,
   type NewSession,
-  type RecordResult,
   type BindingWatcher,
   type SessionRefresh,
   type SessionInspection,
@@ -32,9 +28,7 @@ import {
   type TaskRecord,
 } from '../types.js';
 import { checkAccess, refusalOf } from './access.js';
-import { JournalEnds } from './journal-cut.js';
-import { CallFlush, type PreparedCall } from './call-flush.js';
-import { manyCallsArgs } from './scripts/many.js';
+import { incarnationOps } from './incarnations.js';
 import { createRunner } from './command.js';
 import { connect, type ConnectionOptions } from './connection.js';
 import {
@@ -44,10 +38,9 @@ import {
   fingerprintsKey,
   generationKey,
   incarnationKey,
+  incarnationKeys,
   incarnationsKey,
-  journalKey,
-  noteChannelPrefix,
-  positionsKey,
+  noteChannel,
   secretKey,
   sessionKey,
   taskRecordKey,
@@ -67,9 +60,6 @@ export interface RedisStoreOptions extends ConnectionOptions {
 }
 
 function ignoreError(): void {}
-
-/** How many times releaseHeldGet reads the session's current GET again when a newer one replaced it. */
-const RELEASE_ATTEMPTS = 3;
 
 /** A session's fields, in the order toRecord() reads them. */
 const SESSION_FIELDS = ['sessionId', 'owner', 'ownerEpoch', 'state', 'createdAt'] as const;
@@ -111,26 +101,12 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
 
   // One subscriber connection for every watch of this store, opened on the first.
   let subscriber: ChannelSubscriber | undefined;
-  /** Where this instance expects each journal it writes to end: its batches are sent cut there. */
-  const journalEnds = new JournalEnds();
-  /** The batches recorded in one loop turn, in one round trip (per slot on a Cluster). */
-  const records = new CallFlush<string>(
-    (group) => sendGroup(group, (call) => client.gwRecordEvents(...(call.keys as [string, string, string, string]), ...call.args), (args) => client.gwRecordMany(...args), String),
-    opts.cluster !== undefined,
-  );
-  /** The journal reads of one loop turn (every tail that was noted a new head), in one round trip. */
-  const journalReads = new CallFlush<unknown>(
-    (group) => sendGroup(group, (call) => client.gwReadJournal(...(call.keys as [string, string, string]), ...(call.args as [number, number])), (args) => client.gwReadJournalMany(...args), (answer) => answer),
-    opts.cluster !== undefined,
-  );
+  /** The incarnations and their journals (incarnations.ts). */
+  const incarnations = incarnationOps({ client, run, keyPrefix: opts.keyPrefix, cluster: opts.cluster !== undefined });
 
   const key = (sessionId: string): string => sessionKey(opts.keyPrefix, sessionId);
-  const incKeys = (sessionId: string, incarnationId: string): [string, string, string] => [
-    incarnationKey(opts.keyPrefix, sessionId, incarnationId),
-    positionsKey(opts.keyPrefix, sessionId, incarnationId),
-    journalKey(opts.keyPrefix, sessionId, incarnationId),
-  ];
-  const channel = (sessionId: string, incarnationId: string): string => noteChannelPrefix(opts.keyPrefix, sessionId) + incarnationId;
+  const incKeys = (sessionId: string, incarnationId: string) => incarnationKeys(opts.keyPrefix, sessionId, incarnationId);
+  const channel = (sessionId: string, incarnationId: string): string => noteChannel(opts.keyPrefix, sessionId, incarnationId);
 
   async function touch(sessionId: string, idleTtlMs: number): Promise<SessionRecord | null> {
     const fields = await client.gwTouchSession(key(sessionId), idleTtlMs);
@@ -223,116 +199,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       );
     },
 
-    openIncarnation(incarnation: NewIncarnation, ttlMs: number): Promise<void> {
-      return run('openIncarnation', async () => {
-        const { id, sessionId, owner, kind } = incarnation;
-        const opened = await client.gwOpenIncarnation(
-          ...incKeys(sessionId, id),
-          key(sessionId),
-          incarnationsKey(opts.keyPrefix, sessionId),
-          id,
-          sessionId,
-          owner,
-          kind,
-          JSON.stringify(incarnation.pending ?? []),
-          incarnation.supersede ? '1' : '0',
-          ttlMs,
-          noteChannelPrefix(opts.keyPrefix, sessionId),
-          incarnation.pump?.instanceId ?? '',
-          incarnation.pump ? Date.now() + incarnation.pump.leaseMs : 0,
-        );
-        // Reopening would restart the numbering and issue the same cursors twice (E2, E3).
-        if (opened !== 1) throw new Error(`incarnation ${id} is already recorded`);
-      });
-    },
-
-    attachIncarnation(
-      sessionId: string,
-      incarnationId: string,
-      ttlMs: number,
-      afterSeq: number,
-    ): Promise<{ attach: number; view: IncarnationView } | null> {
-      return run('attachIncarnation', async () => {
-        const reply = await client.gwAttachIncarnation(...incKeys(sessionId, incarnationId), key(sessionId), ttlMs, seqArgument(afterSeq));
-        if (reply === null) return null;
-        if (!Array.isArray(reply) || reply.length !== 2 || !Number.isSafeInteger(reply[0])) {
-          throw new Error(`malformed attach reply: ${JSON.stringify(reply)}`);
-        }
-        return { attach: reply[0] as number, view: toView(incarnationId, reply[1]) };
-      });
-    },
-
-    recordEvents(
-      sessionId: string,
-      incarnationId: string,
-      batch: EventBatch,
-      maxPositions: number,
-      ttlMs: number,
-      maxJournalBytes?: number,
-    ): Promise<RecordResult> {
-      return run('recordEvents', async () => {
-        const { create, payloads, pump } = batch;
-        if (create !== undefined && (batch.attach !== 1 || batch.fromSeq !== 1)) {
-          // Only the first batch of the first attachment may create its incarnation.
-          throw new Error('a batch with create must be attach 1 and fromSeq 1');
-        }
-        if (create !== undefined && !(ttlMs > 0)) throw new Error('a batch with create must give a TTL');
-        if (payloads !== undefined && payloads.length !== batch.upstreamIds.length) {
-          throw new Error('payloads and upstream ids differ in length');
-        }
-        const [incKey, posKey, jnlKey] = incKeys(sessionId, incarnationId);
-        const frames = payloads?.frames;
-        const pieces = frames === undefined ? undefined : journalEnds.send(incKey, frames);
-        const args = [
-          batch.attach,
-          batch.fromSeq,
-          Math.max(1, Math.floor(maxPositions)),
-          ttlMs,
-          ...(create === undefined ? ['0', '', '', '', ''] : ['1', sessionId, create.owner, create.kind, JSON.stringify(create.pending)]),
-          batch.responded.length,
-          ...batch.responded.map((id) => JSON.stringify(id)),
-          batch.upstreamIds.length,
-          batch.upstreamIds.map((id) => id ?? '').join('\n'),
-          maxJournalBytes === undefined ? -1 : Math.max(0, Math.floor(maxJournalBytes)),
-          pump?.instanceId ?? '',
-          pump === undefined ? 0 : Date.now() + pump.leaseMs,
-          channel(sessionId, incarnationId),
-          ...(pieces === undefined ? ['0', ''] : ['1', ...pieces]),
-        ];
-        let end: number | undefined;
-        try {
-          const answer = await sendVia(records, [incKey, posKey, jnlKey, incarnationsKey(opts.keyPrefix, sessionId)], args);
-          end = journalEnd(answer);
-          if (answer === 'ok' || answer === 'stale' || answer === 'missing') return answer;
-          if (end !== undefined) return 'ok';
-          throw new Error(answer.startsWith('err ') ? answer.slice(4) : `unexpected reply: ${answer}`);
-        } finally {
-          if (frames !== undefined) journalEnds.answered(incKey, frames.length, end);
-        }
-      });
-    },
-
-    readIncarnation(sessionId: string, incarnationId: string, afterSeq: number): Promise<IncarnationView | null> {
-      return run('readIncarnation', async () => {
-        const reply = await client.gwReadIncarnation(...incKeys(sessionId, incarnationId), key(sessionId), seqArgument(afterSeq));
-        return reply === null ? null : toView(incarnationId, reply);
-      });
-    },
-
-    closeIncarnation(sessionId: string, incarnationId: string, state: 'closed' | 'diverged' = 'closed'): Promise<void> {
-      const incKey = incarnationKey(opts.keyPrefix, sessionId, incarnationId);
-      journalEnds.forget(incKey);
-      return run('closeIncarnation', async () => {
-        await client.gwCloseIncarnation(incKey, channel(sessionId, incarnationId), state);
-      });
-    },
-
-    readJournal(sessionId: string, incarnationId: string, afterSeq: number, limit: number): Promise<JournalRead | null> {
-      return run('readJournal', async () => {
-        const reply = await sendVia(journalReads, incKeys(sessionId, incarnationId), [seqArgument(afterSeq), Math.max(0, Math.floor(limit))]);
-        return reply === null ? null : toJournalRead(incarnationId, reply);
-      });
-    },
+    ...incarnations,
 
     inspectSession(sessionId: string, limit: number): Promise<SessionInspection> {
       return run('inspectSession', async () => {
@@ -370,63 +237,6 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
         const note = toNote(message);
         if (note === undefined) throw new Error(`malformed journal note: ${message}`);
         listener(note);
-      });
-    },
-
-    touchTail(sessionId: string, incarnationId: string, leaseMs: number): Promise<void> {
-      return run('touchTail', async () => {
-        await client.gwTouchTail(incarnationKey(opts.keyPrefix, sessionId, incarnationId), Date.now() + leaseMs);
-      });
-    },
-
-    releaseHeldGet(sessionId: string): Promise<HeldGetRelease> {
-      return run('releaseHeldGet', async () => {
-        // The current GET's id first, then the script on its keys; a GET that became current in
-        // between is read again (a bounded number of times: each such GET superseded the last).
-        for (let attempt = 0; attempt < RELEASE_ATTEMPTS; attempt++) {
-          const current = await client.hget(key(sessionId), 'getInc');
-          if (current === null) return 'none';
-          const reply = await client.gwReleaseHeldGet(key(sessionId), incarnationKey(opts.keyPrefix, sessionId, current), Date.now(), current, channel(sessionId, current));
-          if (reply === 'asked' || reply === 'tailed' || reply === 'none') return reply;
-          if (reply !== 'moved') throw new Error(`unexpected releaseHeldGet reply: ${String(reply)}`);
-        }
-        return 'none';
-      });
-    },
-
-    releasePump(sessionId: string, incarnationId: string, instanceId: string): Promise<void> {
-      return run('releasePump', async () => {
-        await client.gwReleasePump(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId);
-      });
-    },
-
-    setHeld(sessionId: string, incarnationId: string, instanceId: string, clientSeq: number | undefined, holderSpan?: string): Promise<void> {
-      return run('setHeld', async () => {
-        const held = clientSeq === undefined ? '0' : '1';
-        await client.gwSetHeld(incarnationKey(opts.keyPrefix, sessionId, incarnationId), instanceId, held, clientSeq === undefined ? '' : String(clientSeq), holderSpan ?? '');
-      });
-    },
-
-    endTail(sessionId: string, incarnationId: string, clientSeq: number): Promise<void> {
-      return run('endTail', async () => {
-        await client.gwEndTail(incarnationKey(opts.keyPrefix, sessionId, incarnationId), Date.now(), clientSeq);
-      });
-    },
-
-    readCurrentGet(sessionId: string): Promise<IncarnationRecord | null> {
-      return run('readCurrentGet', async () => {
-        // Two steps, every key named in KEYS: the id first, then its record (a newer GET opened in
-        // between is the caller's race to lose, as with any read before a request).
-        const current = await client.hget(key(sessionId), 'getInc');
-        if (current === null) return null;
-        const reply = await client.gwReadIncarnation(...incKeys(sessionId, current), key(sessionId), 0);
-        return reply === null || reply === false ? null : toView(current, reply).record;
-      });
-    },
-
-    touchIncarnation(sessionId: string, incarnationId: string, ttlMs: number): Promise<void> {
-      return run('touchIncarnation', async () => {
-        await client.gwTouchIncarnation(...incKeys(sessionId, incarnationId), ttlMs);
       });
     },
 
@@ -524,56 +334,6 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       }
     },
   };
-}
-
-/** One call through `flush`: resolves with the script's answer to it, or rejects with the round trip's failure. */
-function sendVia<A>(flush: CallFlush<A>, keys: readonly string[], args: readonly (string | number | Buffer)[]): Promise<A> {
-  return new Promise<A>((resolve, reject) => {
-    let settled = false;
-    flush.add({
-      keys,
-      args,
-      settle(answer: A | Error): void {
-        if (settled) return;
-        settled = true;
-        if (answer instanceof Error) reject(answer);
-        else resolve(answer);
-      },
-    });
-  });
-}
-
-/**
- * Sends one group of calls: the single script for one, its many-call twin for more, settling each
- * with its own answer. A twin that Redis stopped at one call (a key of another type, say: a script
- * is not rolled back) is followed by each call alone, so that only that one fails; a write that
- * landed before the stop is answered 'ok' again (a batch that landed is idempotent).
- */
-async function sendGroup<A>(
-  group: readonly PreparedCall<A>[],
-  single: (call: PreparedCall<A>) => Promise<unknown>,
-  many: (args: (string | number | Buffer)[]) => Promise<unknown>,
-  as: (answer: unknown) => A,
-): Promise<void> {
-  const alone = (call: PreparedCall<A>) => single(call).then((answer) => call.settle(as(answer)));
-  if (group.length === 1) return alone(group[0]!);
-  let answers: unknown;
-  try {
-    answers = await many(manyCallsArgs(group));
-  } catch (err) {
-    if ((err as Error).name !== 'ReplyError') throw err;
-    await Promise.all(group.map((call) => alone(call).catch((failure: Error) => call.settle(failure))));
-    return;
-  }
-  if (!Array.isArray(answers) || answers.length !== group.length) throw new Error(`malformed reply to ${group.length} calls: ${JSON.stringify(answers)}`);
-  group.forEach((call, i) => call.settle(as(answers[i])));
-}
-
-/** The journal's end in bytes that the record script answers after a batch it journaled ('ok <end>'). */
-function journalEnd(reply: unknown): number | undefined {
-  if (typeof reply !== 'string' || !reply.startsWith('ok ')) return undefined;
-  const end = Number(reply.slice(3));
-  return Number.isSafeInteger(end) && end >= 0 ? end : undefined;
 }
 
 /** A message of an incarnation's channel, as the scripts publish it. */

@@ -49,6 +49,16 @@ export function noteChannelPrefix(keyPrefix: string, sessionId: string): string 
   return `${keyPrefix}:{${sessionTag(sessionId)}}:note:`;
 }
 
+/** The sharded channel of an incarnation's notes. */
+export function noteChannel(keyPrefix: string, sessionId: string, incarnationId: string): string {
+  return noteChannelPrefix(keyPrefix, sessionId) + incarnationId;
+}
+
+/** An incarnation's record, position list and journal, in the order the scripts take them. */
+export function incarnationKeys(keyPrefix: string, sessionId: string, incarnationId: string): [string, string, string] {
+  return [incarnationKey(keyPrefix, sessionId, incarnationId), positionsKey(keyPrefix, sessionId, incarnationId), journalKey(keyPrefix, sessionId, incarnationId)];
+}
+
 /** The index of a session's incarnations (a sorted set of their record keys), for inspectSession. */
 export function incarnationsKey(keyPrefix: string, sessionId: string): string {
   return `${keyPrefix}:{${sessionTag(sessionId)}}:incs`;
