@@ -14,6 +14,10 @@
  *            --duration MS (rpc and sse windows)  --warmup MS (before each window)  --concurrency N  --streams N  --out DIR
  *            --gateway-log LEVEL (default warn)   --upstream-workers N (default 1)
  *            --gateway-cpu-prof DIR (each gateway writes a V8 .cpuprofile there as it stops)
+ *            --gateway-heap-snapshots DIR (idle: each gateway writes a V8 heap snapshot with its sessions
+ *              open and another with their streams too, sessions.heapsnapshot and streams.heapsnapshot,
+ *              in a folder of its own there; writing the first swells the process, so the run's idle
+ *              RSS and CPU figures are not the gateway's: take those from a run without)
  *            --rounds N (default 1: every workload but idle N times, targets in turn; medians)
  *            --variant NAME=JSON (repeatable: every gateway target also runs as gateway-KIND+NAME, in the
  *              same rounds; JSON {"checkout": DIR, "config": {...}}: another checkout's build, and
@@ -65,6 +69,8 @@ export interface BenchOptions {
   rounds: number;
   /** Where each gateway writes a CPU profile (--gateway-cpu-prof DIR); none by default. */
   gatewayCpuProfDir?: string;
+  /** Where each gateway writes its idle heap snapshots (--gateway-heap-snapshots DIR); none by default. */
+  gatewayHeapSnapshotDir?: string;
   /** Where the JSON goes. */
   outDir: string;
   log: (line: string) => void;
@@ -238,6 +244,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(redis ? { redisUrl: redis.url } : {}),
         gatewayLog: opts.gatewayLog,
         ...(opts.gatewayCpuProfDir ? { gatewayCpuProfDir: opts.gatewayCpuProfDir } : {}),
+        ...(opts.gatewayHeapSnapshotDir ? { gatewayHeapSnapshotDir: opts.gatewayHeapSnapshotDir } : {}),
         // Every open stream holds one connection to its replica, within the stream budget.
         gatewayConnections: Math.max(1024, idleStreams + 256, opts.pacedStreams + 256),
         variants: opts.variants,
@@ -332,6 +339,7 @@ async function main(): Promise<void> {
       'gateway-log': { type: 'string' },
       'upstream-workers': { type: 'string' },
       'gateway-cpu-prof': { type: 'string' },
+      'gateway-heap-snapshots': { type: 'string' },
       rounds: { type: 'string' },
       variant: { type: 'string', multiple: true },
       rate: { type: 'string' },
@@ -374,6 +382,7 @@ async function main(): Promise<void> {
     outDir: values.out,
     gatewayLog: values['gateway-log'],
     gatewayCpuProfDir: values['gateway-cpu-prof'] === undefined ? undefined : resolve(values['gateway-cpu-prof']),
+    gatewayHeapSnapshotDir: values['gateway-heap-snapshots'] === undefined ? undefined : resolve(values['gateway-heap-snapshots']),
   };
   for (const [key, value] of Object.entries(custom)) if (value !== undefined) (opts as unknown as Record<string, unknown>)[key] = value;
   opts.variants = new Map((values.variant ?? []).map(parseVariant));

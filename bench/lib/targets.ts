@@ -78,6 +78,8 @@ export interface Target {
   readonly pid: number | undefined;
   /** The gateway's Prometheus endpoint. */
   readonly metricsUrl?: string;
+  /** With --gateway-heap-snapshots: the folder a heap snapshot of the gateway lands in on SIGUSR2. */
+  readonly heapSnapshotDir?: string;
   stop(): Promise<void>;
 }
 
@@ -160,6 +162,8 @@ export interface ProxyOptions {
   openFiles: number;
   /** When set, each gateway (and the node floor) writes a V8 CPU profile (.cpuprofile) here as it stops. */
   gatewayCpuProfDir?: string;
+  /** When set, each gateway writes a V8 heap snapshot in a folder of its own here on SIGUSR2 (idle takes two). */
+  gatewayHeapSnapshotDir?: string;
   /** Gateway variants by name (the part after '+' in a target name). */
   variants?: ReadonlyMap<string, Variant>;
 }
@@ -240,6 +244,11 @@ async function startGateway(kind: GatewayKind, name: TargetName, variant: Varian
   await new Promise((resolve) => log.once('open', resolve));
   // One folder per gateway run: each of its processes (workers too) writes its own profile there.
   const profile = opts.gatewayCpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', join(opts.gatewayCpuProfDir, `${name}-${Date.now()}`)] : [];
+  const heapSnapshotDir = opts.gatewayHeapSnapshotDir === undefined ? undefined : join(opts.gatewayHeapSnapshotDir, `${name}-${Date.now()}`);
+  if (heapSnapshotDir !== undefined) {
+    await mkdir(heapSnapshotDir, { recursive: true });
+    profile.push('--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapSnapshotDir}`);
+  }
   const cli = variant.checkout === undefined ? GATEWAY_CLI : resolve(variant.checkout, 'build/src/cli.js');
   const child = startChild(process.execPath, [...(variant.node ?? []), ...profile, cli, '--config', file], { stdio: ['ignore', log, log] });
   const readyz = `http://127.0.0.1:${adminPort}/readyz`;
@@ -257,6 +266,7 @@ async function startGateway(kind: GatewayKind, name: TargetName, variant: Varian
     url: `http://127.0.0.1:${port}/mcp`,
     pid: child.pid,
     metricsUrl: `http://127.0.0.1:${adminPort}/metrics`,
+    ...(heapSnapshotDir !== undefined ? { heapSnapshotDir } : {}),
     async stop() {
       await child.stop('SIGTERM', 5000);
       log.end();

@@ -2,6 +2,8 @@
  * The workloads. Each runs every target it is given against the same upstream in this run, one
  * target at a time, and returns rows; ratios between rows are computed by the report.
  */
+import { readdir, rename } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FloodResult, IdleResult, ResumeResult, RpcResult } from '../load.js';
 import { median } from './stats.js';
@@ -118,6 +120,27 @@ export async function settledRss(pid: number): Promise<number> {
   return last;
 }
 
+/**
+ * With --gateway-heap-snapshots, a heap snapshot of the gateway as `<name>.heapsnapshot` in its
+ * folder: asked for with SIGUSR2 (--heapsnapshot-signal), and whole once the gateway answers again
+ * (it writes the snapshot on its main thread). Each is taken after the RSS was read; writing one
+ * leaves the process larger, so the next RSS reading includes it.
+ */
+async function heapSnapshot(target: Target, name: string): Promise<void> {
+  const dir = target.heapSnapshotDir;
+  if (dir === undefined || target.pid === undefined || target.metricsUrl === undefined) return;
+  const before = new Set(await readdir(dir));
+  process.kill(target.pid, 'SIGUSR2');
+  let written: string | undefined;
+  for (let i = 0; i < 600 && written === undefined; i++) {
+    await delay(100);
+    written = (await readdir(dir)).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+  }
+  if (written === undefined) throw new Error(`${target.kind}: no heap snapshot in ${dir} within 60 s`);
+  await (await fetch(target.metricsUrl)).text();
+  await rename(join(dir, written), join(dir, `${name}.heapsnapshot`));
+}
+
 /** 3. Many open idle SSE streams: the proxy's resident memory per stream. */
 export function idleWorkload(ctx: Context, kinds: readonly TargetName[], upstream: Upstream, s: IdleSettings): Promise<Row[]> {
   return eachTarget(ctx, kinds.filter((k) => k !== 'direct'), upstream, 'idle', async (target) => {
@@ -126,11 +149,13 @@ export function idleWorkload(ctx: Context, kinds: readonly TargetName[], upstrea
     try {
       if (sessions.opened === 0) throw new Error(`no session (${sessions.firstError ?? ''})`);
       const rssSessions = await settledRss(pid);
+      await heapSnapshot(target, 'sessions');
       const before = await sample(ctx, [target], upstream);
       const streams = await ctx.load.run<IdleResult>({ kind: 'idle-streams', concurrency: 256 });
       const after = await sample(ctx, [target], upstream);
       if (streams.opened === 0) throw new Error(`no stream opened (${streams.firstError ?? ''})`);
       const rssStreams = await settledRss(pid);
+      await heapSnapshot(target, 'streams');
       const w = { workload: 'idle', target: target.kind };
       const notes = [s.capNote, streams.failed > 0 ? `${streams.failed} failed: ${streams.firstError}` : undefined].filter(Boolean).join('; ');
       return [

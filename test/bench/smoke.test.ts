@@ -3,7 +3,7 @@
  * directly, through the bare Node.js floor and through the gateway, nothing to install. It asserts only that figures came out and
  * were written; how fast anything is belongs to `npm run bench`, never to a test.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -80,4 +80,29 @@ t.test('the fleet workloads run end to end: open-loop calls, paced streams throu
   t.equal(row('storm', 'gateway-redis-journal', 'lost')?.value, 0, 'the storm lost nothing');
   t.equal(row('storm', 'gateway-redis-journal', 'repeated')?.value, 0, 'and repeated nothing');
   t.ok(Number.isFinite(row('storm', 'gateway-redis-journal', 'all_continued_ms')?.value), 'every stream had an event after the storm');
+});
+
+t.test('--gateway-heap-snapshots: the idle workload leaves a heap snapshot of the gateway with its sessions and one with their streams', async (t) => {
+  const outDir = await mkdtemp(join(tmpdir(), 'gw-bench-smoke-'));
+  t.teardown(() => rm(outDir, { recursive: true, force: true }));
+  const snapshots = join(outDir, 'heap');
+  const result = await runBench({
+    ...presetOptions('quick'),
+    mode: 'custom',
+    workloads: ['idle'],
+    targets: ['gateway-memory'],
+    idleStreams: 20,
+    gatewayHeapSnapshotDir: snapshots,
+    outDir,
+    log: () => undefined,
+  });
+  t.notOk(result.rows.some((r) => r.metric === 'failed'), 'the idle workload ran');
+  const [folder, ...others] = await readdir(snapshots);
+  t.match(folder, /^gateway-memory-\d+$/, 'one folder for the one gateway');
+  t.same(others, [], 'and nothing else');
+  t.same((await readdir(join(snapshots, folder!))).sort(), ['sessions.heapsnapshot', 'streams.heapsnapshot'], 'both snapshots, named for when they were taken');
+  for (const name of ['sessions', 'streams']) {
+    const head = (await readFile(join(snapshots, folder!, `${name}.heapsnapshot`), 'utf8')).slice(0, 20);
+    t.match(head, /^\{"snapshot":/, `${name}.heapsnapshot is a V8 heap snapshot`);
+  }
 });
