@@ -101,8 +101,10 @@ const textOf = (result: unknown): string | undefined => (result as { content?: {
 const journaled = (gateway: GatewayProcess) => scrapeMetric(gateway.adminUrl, 'mcp_gateway_journal_events_total');
 
 /**
- * Waits until `gateway` journaled `events` more events than `before`: a call's progress events and
- * its response, the session's only stream that carries events here.
+ * Waits until `gateway` journaled `events` more events than `before`: a call's stream, which is
+ * the session's only stream that carries events by then (its GET stream's priming event and
+ * `whoami`'s stream were journaled before `before` was read). A call's stream is its priming
+ * event (J1), its progress events, then its response.
  */
 async function journaledAll(gateway: GatewayProcess, before: number, events: number): Promise<void> {
   await waitFor(`${events} events journaled`, CALL_TIMEOUT_MS, async () => (await journaled(gateway)) >= before + events);
@@ -237,7 +239,8 @@ t.test('the owner SIGKILLed after its response was journaled: the response is de
     },
     { timeout: HELD_CALL_TIMEOUT_MS },
   );
-  await journaledAll(gateways[0]!, before, STEPS + 1);
+  // Priming, progress, response: the response is journaled, so the tool has finished.
+  await journaledAll(gateways[0]!, before, STEPS + 2);
   const ran = await toolCalls(owner);
   await owner.kill('SIGKILL');
   balancer.pin(1);
@@ -264,7 +267,7 @@ t.test("a cursor older than the journal's window: gap, and the call settles", as
     balancer.cut();
   };
   const calling = progressAcrossCut(client, cut, { timeout: HELD_CALL_TIMEOUT_MS, steps, intervalMs: INTERVAL_MS / 10, cutAfter: 2 });
-  await journaledAll(gateways[0]!, before, steps + 1);
+  await journaledAll(gateways[0]!, before, steps + 2);
   balancer.resume();
 
   const call = await calling;
