@@ -6,6 +6,7 @@
  * that takes a held GET stream over enters here too.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { DecodeResult } from '../cursor/codec.js';
 import { isStoreError } from '../errors.js';
 import { NO_REASON, NO_REPLICA } from '../metrics.js';
 import type { IncarnationRecord, SessionRecord } from '../store/types.js';
@@ -15,8 +16,9 @@ import { Admission, endTurnOnHeaders } from './admission.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { awaitRecord } from './await-record.js';
 import { gatherFacts } from './facts.js';
+import { JOURNAL_READ_EVENTS } from './from-journal.js';
 import { fromJournal } from './paths/journal.js';
-import { endBegun, type Exchange, type ResumeKit } from './paths/kit.js';
+import { endBegun, type Exchange, type JournalPrefetch, type ResumeKit } from './paths/kit.js';
 import { newStream } from './paths/new-stream.js';
 import { fromOwner } from './paths/owner.js';
 import { takeOverHeld } from './paths/take-over.js';
@@ -39,9 +41,25 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
   };
 
   /** The request as the paths see it: a decision made again is carried out on it here. */
-  function exchange(request: FastifyRequest, reply: FastifyReply, lastEventId: string): Exchange {
-    const ex: Exchange = { request, reply, lastEventId, settle: (facts, decision) => settle(ex, facts, decision) };
+  function exchange(request: FastifyRequest, reply: FastifyReply, lastEventId: string, prefetched?: JournalPrefetch): Exchange {
+    const ex: Exchange = { request, reply, lastEventId, settle: (facts, decision) => settle(ex, facts, decision), prefetched };
     return ex;
+  }
+
+  /**
+   * With the journal, the journal after an authentic cursor is read beside the decision's own
+   * read of the store, not after it: the journal continuation, the decision a storm of
+   * reconnections mostly makes, then waits for one store round trip instead of two. Nothing of it
+   * is sent unless the decision continues that incarnation from that position and J6 allows it
+   * (paths/journal.ts); otherwise it is dropped.
+   */
+  function prefetchJournal(cursor: DecodeResult, sessionId: string): JournalPrefetch | undefined {
+    if (cursor.kind !== 'ok' || !kit.config().resumption.journal.enabled) return undefined;
+    const { incarnation, seq } = cursor.fields;
+    const read = store.readJournal(sessionId, incarnation, seq, JOURNAL_READ_EVENTS);
+    // Unused, its failure is nobody's: a path that takes it answers the failure itself.
+    read.catch(() => undefined);
+    return { incarnation, seq, read };
   }
 
   const admission = new Admission(() => kit.config().resumption.admission);
@@ -88,10 +106,12 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
     }
     let facts: ResumptionFacts;
     let decision: Decision;
+    let prefetched: JournalPrefetch | undefined;
     try {
       const cursor = (await kit.keys.codec()).decode(lastEventId, sessionId);
       // Tells an operator when a retired key is no longer used (docs/security.md#cursor-keys).
       if (cursor.kind !== 'foreign' && cursor.previous !== undefined) kit.metrics.cursorPreviousKey.inc();
+      prefetched = prefetchJournal(cursor, sessionId);
       facts = await kit.gather(cursor, sessionId);
       decision = decide(facts);
       if (decision.kind === 'await_record') {
@@ -100,6 +120,8 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
         const wait = () => awaitRecord({ store, sessionId, incarnation, seq, timeoutMs: kit.config().resumption.replayTimeoutMs });
         const recorded = await (kit.tracing?.span('resumption await_record', wait, (recorded) => ({ 'resumption.recorded': recorded })) ?? wait());
         kit.metrics.recordWaits.inc({ outcome: recorded ? 'recorded' : 'not_recorded' });
+        // Read before the record came: the journal is read again after this decision.
+        prefetched = undefined;
         facts = { ...(await kit.gather(cursor, sessionId)), recordAwaited: true };
         decision = decide(facts);
       }
@@ -110,7 +132,7 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
       return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
     }
     if (servesOwnState(decision) && facts.session && (await refused(request, reply, facts.session, facts.ownerGone))) return reply;
-    return settle(exchange(request, reply, lastEventId), facts, decision);
+    return settle(exchange(request, reply, lastEventId, prefetched), facts, decision);
   }
 
   /**

@@ -145,3 +145,18 @@ function parseBlock(block: string): RawEvent | undefined {
 export function isPriming(event: RawEvent): boolean {
   return event.id !== undefined && event.id !== '' && event.data === '' && event.event === undefined;
 }
+
+/** The ids of an SSE body's events. */
+export const idsOf = (body: string): string[] => [...body.matchAll(/^id: ?(.+)$/gm)].map((m) => m[1]!.trim());
+
+/** Reads an SSE body until the JSON-RPC result is in it (a continued stream may stay open after), then lets it go; the body read. */
+export async function bodyUntilResult(response: Response): Promise<string> {
+  const decoder = new TextDecoder();
+  let body = '';
+  for await (const chunk of response.body!) {
+    body += decoder.decode(chunk as Uint8Array, { stream: true });
+    if (body.includes('"result"')) break;
+  }
+  await response.body!.cancel().catch(() => undefined);
+  return body;
+}

@@ -11,7 +11,7 @@ import { startTracing } from '../../src/tracing/index.js';
 import { metricValue, startGateway, testConfig } from '../helpers/gateway.js';
 import { PROTOCOL_VERSION, post, rawSession, toolCallBody } from '../helpers/http.js';
 import { attributeValues, CLIENT, SERVER, startOtlpReceiver } from '../helpers/otlp-receiver.js';
-import { rawStreams } from '../helpers/raw-sse.js';
+import { bodyUntilResult, idsOf, rawStreams } from '../helpers/raw-sse.js';
 import { spawnReplicas } from '../helpers/replicas.js';
 import { SLACK_MS, waitFor } from '../helpers/wait.js';
 
@@ -22,21 +22,6 @@ const TRACE = '5bf92f3577b34da6a3ce929d0e0e4737';
 const CALL_SPAN = '10f067aa0ba902b7';
 const RESUME_SPAN = '20f067aa0ba902b7';
 const OTHER_TRACE = '6bf92f3577b34da6a3ce929d0e0e4738';
-
-/** The ids of an SSE body's events. */
-const idsOf = (body: string): string[] => [...body.matchAll(/^id: ?(.+)$/gm)].map((m) => m[1]!.trim());
-
-/** Reads an SSE body until the JSON-RPC result is in it (the resumed stream may stay open after), then lets it go. */
-async function untilResult(response: Response): Promise<boolean> {
-  const decoder = new TextDecoder();
-  let body = '';
-  for await (const chunk of response.body!) {
-    body += decoder.decode(chunk as Uint8Array, { stream: true });
-    if (body.includes('"result"')) break;
-  }
-  await response.body!.cancel().catch(() => undefined);
-  return body.includes('"result"');
-}
 
 for (const journal of [false, true]) {
   t.test(`a cursor of instance A resumed on instance B, ${journal ? 'from the journal' : 'the owner replaying'}: client → B${journal ? '' : ' → replica'}, the decision on B`, async (t) => {
@@ -79,7 +64,7 @@ for (const journal of [false, true]) {
     });
     t.equal(resumed.status, 200);
     t.equal(resumed.headers.get('mcp-resumption'), 'continued');
-    t.ok(await untilResult(resumed), "the call's answer is replayed through B");
+    t.ok((await bodyUntilResult(resumed)).includes('"result"'), "the call's answer is replayed through B");
     // B's span ends when B sees the client go: exported by the flush after that.
     const resumedSpan = () => receiver.spans.some((s) => s.kind === SERVER && s.parentSpanId === RESUME_SPAN);
     await waitFor("B's server span is exported", SLACK_MS, async () => {
@@ -206,7 +191,7 @@ t.test("a tool call's POST stream held on A after its client left, resumed from 
     },
   });
   t.equal(resumed.headers.get('mcp-resumption'), 'continued');
-  t.ok(await untilResult(resumed), "the call's answer comes through B");
+  t.ok((await bodyUntilResult(resumed)).includes('"result"'), "the call's answer comes through B");
   await waitFor("B's server span is exported", SLACK_MS, async () => {
     await tracing!.flush();
     return receiver.spans.some((s) => s.kind === SERVER && s.parentSpanId === RESUME_SPAN);

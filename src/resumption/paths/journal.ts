@@ -32,7 +32,7 @@ export async function fromJournal(
   let first;
   try {
     codec = await kit.keys.codec();
-    first = await kit.store.readJournal(session.sessionId, record.id, seq, JOURNAL_READ_EVENTS);
+    first = await (takePrefetched(ex, record.id, seq) ?? kit.store.readJournal(session.sessionId, record.id, seq, JOURNAL_READ_EVENTS));
   } catch (err) {
     if (!isStoreError(err)) throw err;
     return kit.answer(request, reply, 'GW_STORE_UNAVAILABLE');
@@ -63,6 +63,16 @@ export async function fromJournal(
     else res.flushHeaders();
   }
   return followJournal(kit, ex, facts, decision, codec, first);
+}
+
+/**
+ * The read made beside the decision (resume.ts), when it is of this incarnation after this
+ * position; once: a decision made again on the same exchange reads the journal anew.
+ */
+function takePrefetched(ex: Exchange, incarnation: string, seq: number): Promise<JournalRead | null> | undefined {
+  const prefetched = ex.prefetched;
+  ex.prefetched = undefined;
+  return prefetched !== undefined && prefetched.incarnation === incarnation && prefetched.seq === seq ? prefetched.read : undefined;
 }
 
 /** The journal continuation on a begun response, then what follows it (decided again). */

@@ -13,7 +13,7 @@ import type { Fleet } from '../../fleet/index.js';
 import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../metrics.js';
 import type { RequestLog } from '../../request-log.js';
-import type { SessionRecord, Store } from '../../store/types.js';
+import type { JournalRead, SessionRecord, Store } from '../../store/types.js';
 import type { Pumps } from '../../streams/pumps.js';
 import type { SseStreams } from '../../streams/sse-streams.js';
 import type { Tracing } from '../../tracing/index.js';
@@ -54,6 +54,18 @@ export interface Exchange {
   readonly lastEventId: string;
   /** Carries a decision out on this request (resume.ts dispatches it to its path). */
   readonly settle: (facts: ResumptionFacts, decision: Decision) => unknown;
+  /**
+   * The journal after the cursor, read beside the decision's own store read (resume.ts), for the
+   * journal continuation of that incarnation from that position; taken once (journal.ts).
+   */
+  prefetched?: JournalPrefetch | undefined;
+}
+
+/** A journal read made before the decision needed it: of `incarnation` after `seq`. */
+export interface JournalPrefetch {
+  readonly incarnation: string;
+  readonly seq: number;
+  readonly read: Promise<JournalRead | null>;
 }
 
 /** What was learnt goes back into the facts, and the decision is made again (decide.ts). */
