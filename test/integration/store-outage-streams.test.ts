@@ -132,6 +132,12 @@ for (const outage of [stopped, paused]) {
     t.ok((await metricValue(a.registry, 'mcp_gateway_record_batches_late_total')) >= 1, 'late writes counted');
     t.equal(await metricValue(a.registry, 'mcp_gateway_streams_stopped_recording_total'), 0, 'no stream stopped being recorded');
 
+    // The other instance reconnects on its own schedule (a backoff of up to 200 ms between
+    // attempts), not when this one did: until then it answers 503, as §7 asks.
+    await t.resolves(
+      waitFor('the other instance reached the store again', DEADLINE_MS, async () => (await storeRequestStatus(b, sessionId)) === 200),
+      'the other instance is back by itself',
+    );
     await closeStream(stream, replica!);
     const resumed = await streams.open(b.url, sessionId, events[4]!.id);
     t.equal(resumed.status, 200);
