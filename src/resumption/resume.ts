@@ -6,7 +6,6 @@
  * that takes a held GET stream over enters here too.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { DecodeResult } from '../cursor/codec.js';
 import { isStoreError } from '../errors.js';
 import { NO_REASON, NO_REPLICA } from '../metrics.js';
 import type { IncarnationRecord, SessionRecord } from '../store/types.js';
@@ -16,8 +15,7 @@ import { Admission, endTurnOnHeaders } from './admission.js';
 import { decide, type Decision, type ResumptionFacts } from './decide.js';
 import { awaitRecord } from './await-record.js';
 import { gatherFacts } from './facts.js';
-import { JOURNAL_READ_EVENTS } from './from-journal.js';
-import { fromJournal } from './paths/journal.js';
+import { fromJournal, prefetchJournal } from './paths/journal.js';
 import { endBegun, type Exchange, type JournalPrefetch, type ResumeKit } from './paths/kit.js';
 import { newStream } from './paths/new-stream.js';
 import { fromOwner } from './paths/owner.js';
@@ -44,22 +42,6 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
   function exchange(request: FastifyRequest, reply: FastifyReply, lastEventId: string, prefetched?: JournalPrefetch): Exchange {
     const ex: Exchange = { request, reply, lastEventId, settle: (facts, decision) => settle(ex, facts, decision), prefetched };
     return ex;
-  }
-
-  /**
-   * With the journal, the journal after an authentic cursor is read beside the decision's own
-   * read of the store, not after it: the journal continuation, the decision a storm of
-   * reconnections mostly makes, then waits for one store round trip instead of two. Nothing of it
-   * is sent unless the decision continues that incarnation from that position and J6 allows it
-   * (paths/journal.ts); otherwise it is dropped.
-   */
-  function prefetchJournal(cursor: DecodeResult, sessionId: string): JournalPrefetch | undefined {
-    if (cursor.kind !== 'ok' || !kit.config().resumption.journal.enabled) return undefined;
-    const { incarnation, seq } = cursor.fields;
-    const read = store.readJournal(sessionId, incarnation, seq, JOURNAL_READ_EVENTS);
-    // Unused, its failure is nobody's: a path that takes it answers the failure itself.
-    read.catch(() => undefined);
-    return { incarnation, seq, read };
   }
 
   const admission = new Admission(() => kit.config().resumption.admission);
@@ -111,7 +93,7 @@ export function createResumption(services: Omit<ResumeKit, 'gather'>) {
       const cursor = (await kit.keys.codec()).decode(lastEventId, sessionId);
       // Tells an operator when a retired key is no longer used (docs/security.md#cursor-keys).
       if (cursor.kind !== 'foreign' && cursor.previous !== undefined) kit.metrics.cursorPreviousKey.inc();
-      prefetched = prefetchJournal(cursor, sessionId);
+      prefetched = prefetchJournal(kit, cursor, sessionId);
       facts = await kit.gather(cursor, sessionId);
       decision = decide(facts);
       if (decision.kind === 'await_record') {

@@ -13,7 +13,7 @@ import { decide, type Decision, type ResumptionFacts } from '../decide.js';
 import { continueFromJournal, JOURNAL_READ_EVENTS } from '../from-journal.js';
 import { primingEvent } from '../../sse/rewriter.js';
 import { RESUMPTION_HEADER } from '../signal.js';
-import { decideAgain, endBegun, gatewayStreamHead, type Exchange, type ResumeKit } from './kit.js';
+import { decideAgain, endBegun, gatewayStreamHead, type Exchange, type JournalPrefetch, type ResumeKit } from './kit.js';
 
 export type FromJournal = Extract<Decision, { kind: 'journal' }>;
 export type JournalKit = Pick<ResumeKit, 'config' | 'store' | 'keys' | 'pumps' | 'metrics' | 'requests' | 'answer' | 'gather'>;
@@ -63,6 +63,22 @@ export async function fromJournal(
     else res.flushHeaders();
   }
   return followJournal(kit, ex, facts, decision, codec, first);
+}
+
+/**
+ * With the journal, the journal after an authentic cursor is read beside the decision's own read
+ * of the store, not after it: the journal continuation, the decision a storm of reconnections
+ * mostly makes, then waits for one store round trip instead of two. Nothing of it is sent unless
+ * the decision continues that incarnation from that position and J6 allows it (takePrefetched);
+ * otherwise it is dropped.
+ */
+export function prefetchJournal(kit: Pick<JournalKit, 'config' | 'store'>, cursor: DecodeResult, sessionId: string): JournalPrefetch | undefined {
+  if (cursor.kind !== 'ok' || !kit.config().resumption.journal.enabled) return undefined;
+  const { incarnation, seq } = cursor.fields;
+  const read = kit.store.readJournal(sessionId, incarnation, seq, JOURNAL_READ_EVENTS);
+  // Unused, its failure is nobody's: a path that takes it answers the failure itself.
+  read.catch(() => undefined);
+  return { incarnation, seq, read };
 }
 
 /**
